@@ -1,0 +1,117 @@
+"""The ``infoxlm`` command.
+
+Each subcommand lives beside the code it drives and registers itself here; only commands that
+work are listed. Errors caused by the user's input (``InfoXLMError``) are printed on one line
+and exit with status 1, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import InfoXLMError
+from .tokenizer_cli import add_tokenizer_commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="infoxlm",
+        description="Cross-lingual language-model pre-training (InfoXLM) on an XLM-R-compatible encoder.",
+    )
+    parser.add_argument("--version", action="version", version=f"infoxlm {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    add_embed_command(commands)
+    add_tokenizer_commands(commands)
+    return parser
+
+
+def add_embed_command(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "embed",
+        help="embed sentences (one per line) into a .npy matrix",
+        description=(
+            "Read sentences, one per line, and write their embeddings as a float32 NumPy array "
+            "(N, d) in .npy format, row i for line i. Mean pooling averages every non-padding "
+            "token, <s> and </s> included. Example: infoxlm embed --model runs/m --layer 8 "
+            "< sentences.txt > vectors.npy"
+        ),
+    )
+    p.add_argument("--model", required=True, type=Path, help="Hugging Face XLM-R directory with weights and tokenizer")
+    p.add_argument(
+        "--layer",
+        type=int,
+        default=None,
+        help="hidden_states index: 0 = embedding output, L = last layer (default: last)",
+    )
+    p.add_argument("--pooling", choices=["mean", "cls"], default="mean", help="default: mean")
+    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: 32)")
+    p.add_argument("--max-length", type=int, default=512, help="tokens per sentence, specials included (default: 512)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)")
+    p.add_argument("--input", type=Path, default=None, help="sentences file (default: standard input)")
+    p.add_argument("--output", type=Path, default=None, help=".npy file to write (default: standard output)")
+    p.set_defaults(func=run_embed)
+
+
+def read_sentences(path: Path | None) -> list[str]:
+    """Lines of a UTF-8 file (or stdin) without their line breaks; invalid UTF-8 is an error."""
+    name = str(path) if path is not None else "<stdin>"
+    raw = path.read_bytes() if path is not None else sys.stdin.buffer.read()
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    sentences = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            sentences.append(line.rstrip(b"\r").decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise InfoXLMError(f"{name}:{number}: invalid UTF-8 at byte {err.start} of the line") from None
+    return sentences
+
+
+def run_embed(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .embedding import embed
+
+    if args.output is None and sys.stdout.isatty():
+        raise InfoXLMError("refusing to write binary .npy data to a terminal; redirect stdout or use --output")
+    sentences = read_sentences(args.input)
+    vectors = embed(
+        args.model,
+        sentences,
+        layer=args.layer,
+        pooling=args.pooling,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        device=args.device,
+        progress=True,
+    )
+    if args.output is None:
+        np.save(sys.stdout.buffer, vectors)
+        sys.stdout.buffer.flush()
+    else:
+        tmp = args.output.with_name(args.output.name + ".tmp")
+        with open(tmp, "wb") as f:
+            np.save(f, vectors)
+        tmp.replace(args.output)
+    print(f"embedded {vectors.shape[0]} sentences → {vectors.shape[1]} dimensions", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except InfoXLMError as err:
+        print(f"infoxlm: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("infoxlm: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

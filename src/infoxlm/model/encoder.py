@@ -1,0 +1,239 @@
+"""An XLM-R encoder: post-LayerNorm RoBERTa, exactly as Hugging Face's XLM-R computes it.
+
+Sub-module names spell the keys of a Hugging Face XLM-R checkpoint (``embeddings.LayerNorm``,
+``encoder.layer.3.attention.self.query`` …), so weights move between the two with no
+converter: only the ``roberta.`` prefix of the masked-LM checkpoint is added or removed
+(see ``hub.py``). Attention runs through ``torch.nn.functional.scaled_dot_product_attention``
+so a GPU gets the fused kernels, and the stack can stop after any layer (XLCO contrasts a middle
+layer and needs nothing above it).
+
+Example::
+
+    >>> import torch
+    >>> from infoxlm import Encoder, EncoderConfig
+    >>> enc = Encoder(EncoderConfig.preset("tiny", vocab_size=100)).eval()
+    >>> ids = torch.tensor([[0, 5, 6, 2], [0, 7, 2, 1]])
+    >>> out = enc(ids, ids.ne(1))
+    >>> len(out.hidden_states), tuple(out.last_hidden_state.shape)
+    (3, (2, 4, 64))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import EncoderConfig
+from .mlm_head import MLMHead
+
+if TYPE_CHECKING:
+    from ..tokenizer import Tokenizer
+
+
+@dataclass
+class EncoderOutput:
+    """What the encoder returns.
+
+    ``hidden_states[0]`` is the embedding output and ``hidden_states[k]`` the output of layer
+    k, as in Hugging Face; the tuple has ``num_layers + 1`` entries, each (B, T, d).
+    """
+
+    last_hidden_state: torch.Tensor
+    hidden_states: tuple[torch.Tensor, ...]
+
+
+def xlmr_position_ids(input_ids: torch.Tensor, pad_token_id: int) -> torch.Tensor:
+    """XLM-R positions: pad_token_id + 1, + 2, … over non-padding tokens; padding keeps pad_token_id.
+
+    input_ids (B, T) → position ids (B, T). Positions follow the token ids, not the attention
+    mask, as in Hugging Face, so a sentence gets the same positions whatever its batch.
+    """
+    not_pad = input_ids.ne(pad_token_id).int()
+    return (torch.cumsum(not_pad, dim=1) * not_pad + pad_token_id).long()
+
+
+class Embeddings(nn.Module):
+    """Word + position + token-type (always type 0) embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        d = config.hidden_size
+        self.pad_token_id = config.pad_token_id
+        self.word_embeddings = nn.Embedding(config.vocab_size, d, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(
+            config.max_position_embeddings, d, padding_idx=config.pad_token_id
+        )
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, d)
+        self.LayerNorm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        # input_ids (B, T) → (B, T, d)
+        if position_ids is None:
+            position_ids = xlmr_position_ids(input_ids, self.pad_token_id)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(position_ids)
+            + self.token_type_embeddings.weight[0]  # XLM-R uses a single token type
+        )
+        return self.dropout(self.LayerNorm(x))
+
+
+class TransformerLayer(nn.Module):
+    """One post-LayerNorm block: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        d, ff, eps = config.hidden_size, config.intermediate_size, config.layer_norm_eps
+        self.num_heads = config.num_attention_heads
+        self.attention_dropout = config.attention_probs_dropout_prob
+        # ModuleDicts only to give the parameters Hugging Face's key names.
+        self.attention = nn.ModuleDict(
+            {
+                "self": nn.ModuleDict({"query": nn.Linear(d, d), "key": nn.Linear(d, d), "value": nn.Linear(d, d)}),
+                "output": nn.ModuleDict({"dense": nn.Linear(d, d), "LayerNorm": nn.LayerNorm(d, eps=eps)}),
+            }
+        )
+        self.intermediate = nn.ModuleDict({"dense": nn.Linear(d, ff)})
+        self.output = nn.ModuleDict({"dense": nn.Linear(ff, d), "LayerNorm": nn.LayerNorm(d, eps=eps)})
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+        # x (B, T, d); attn_mask (B, 1, 1, T) bool, True = may attend, or None for no padding.
+        B, T, d = x.shape
+        h = self.num_heads
+        qkv = self.attention.self
+
+        def heads(proj: nn.Linear) -> torch.Tensor:  # (B, T, d) → (B, h, T, d/h)
+            return proj(x).view(B, T, h, d // h).transpose(1, 2)
+
+        context = F.scaled_dot_product_attention(
+            heads(qkv.query),
+            heads(qkv.key),
+            heads(qkv.value),
+            attn_mask=attn_mask,
+            dropout_p=self.attention_dropout if self.training else 0.0,
+        )
+        context = context.transpose(1, 2).reshape(B, T, d)
+        out = self.attention.output
+        x = out.LayerNorm(x + self.dropout(out.dense(context)))
+        ffn = self.output.dense(F.gelu(self.intermediate.dense(x)))
+        return self.output.LayerNorm(x + self.dropout(ffn))
+
+
+class LayerStack(nn.Module):
+    """The ``encoder.layer.{i}`` list of a Hugging Face checkpoint."""
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(TransformerLayer(config) for _ in range(config.num_hidden_layers))
+
+
+class Encoder(nn.Module):
+    """XLM-R body + pooler + tied masked-LM head, loadable from and savable to Hugging Face.
+
+    ``encoder(input_ids, attention_mask)`` runs the body; ``encoder.lm_head(hidden, masked)``
+    turns hidden states into vocabulary logits at the masked positions only.
+    """
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.encoder = LayerStack(config)
+        # Carried only so that checkpoints round-trip and AutoModel finds every weight it
+        # expects; infoxlm's objectives do not use it.
+        self.pooler = nn.ModuleDict({"dense": nn.Linear(config.hidden_size, config.hidden_size)})
+        self.lm_head = MLMHead(config, self.embeddings.word_embeddings)
+        # Optional parts ("lm_head", "pooler") whose weights came from a checkpoint, not from
+        # reset_parameters(); set by from_pretrained, read by save_pretrained.
+        self.loaded_parts: set[str] = set()
+        self.reset_parameters()
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_hidden_layers
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Hugging Face XLM-R's initialisation: N(0, initializer_range), zero biases, unit LayerNorms."""
+        std = self.config.initializer_range
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                module.weight.normal_(0.0, std)
+                if module.bias is not None:
+                    module.bias.zero_()
+            elif isinstance(module, nn.Embedding):
+                module.weight.normal_(0.0, std)
+                if module.padding_idx is not None:
+                    module.weight[module.padding_idx].zero_()
+            elif isinstance(module, nn.LayerNorm):
+                module.weight.fill_(1.0)
+                module.bias.zero_()
+        self.lm_head.bias.zero_()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        *,
+        position_ids: torch.Tensor | None = None,
+        num_layers: int | None = None,
+    ) -> EncoderOutput:
+        """Encode a padded batch.
+
+        input_ids (B, T); attention_mask (B, T), 1 = token, 0 = padding (default: tokens that
+        are not ``<pad>``); position_ids (B, T), default XLM-R's (see ``xlmr_position_ids``);
+        num_layers: stop after this many layers (0 … L, default L) without computing the rest.
+        """
+        L = self.config.num_hidden_layers
+        num_layers = L if num_layers is None else num_layers
+        if not 0 <= num_layers <= L:
+            raise ValueError(f"num_layers={num_layers}: expected 0 … {L}")
+        if attention_mask is None:
+            attention_mask = input_ids.ne(self.config.pad_token_id)
+        attention_mask = attention_mask.bool()
+        # With no padding, no mask at all lets SDPA pick its fastest kernel.
+        attn_mask = None if bool(attention_mask.all()) else attention_mask[:, None, None, :]
+
+        x = self.embeddings(input_ids, position_ids)
+        hidden_states = [x]
+        for layer in self.encoder.layer[:num_layers]:
+            x = layer(x, attn_mask)
+            hidden_states.append(x)
+        return EncoderOutput(last_hidden_state=x, hidden_states=tuple(hidden_states))
+
+    def pooled_output(self, last_hidden_state: torch.Tensor) -> torch.Tensor:
+        """Hugging Face's pooler: tanh(W · h_<s>). (B, T, d) → (B, d)."""
+        return torch.tanh(self.pooler.dense(last_hidden_state[:, 0]))
+
+    # --- Hugging Face checkpoint directories ------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "Encoder":
+        """Load a Hugging Face XLM-R checkpoint directory (``config.json`` + weights).
+
+        Reads ``model.safetensors`` (or its sharded index), else ``pytorch_model.bin`` with
+        ``weights_only=True``; the MLM head (``lm_head.*``) when present, else a freshly
+        initialised one. Raises ``CheckpointError`` for anything that is not XLM-R-shaped.
+        """
+        from .hub import load_encoder
+
+        return load_encoder(path, map_location=map_location)
+
+    def save_pretrained(
+        self,
+        path: str | Path,
+        tokenizer: "Tokenizer | None" = None,
+        *,
+        include_mlm_head: bool = True,
+    ) -> Path:
+        """Write ``config.json`` + ``model.safetensors`` (+ tokenizer files) that transformers loads as XLM-R."""
+        from .hub import save_encoder
+
+        return save_encoder(self, path, tokenizer=tokenizer, include_mlm_head=include_mlm_head)

@@ -1,0 +1,188 @@
+"""Read and write Hugging Face XLM-R checkpoint directories.
+
+A directory holds ``config.json`` and the weights, as ``model.safetensors`` (possibly sharded,
+with ``model.safetensors.index.json``) or the older ``pytorch_model.bin``. The weight names are
+the encoder's own parameter names, with the body under a ``roberta.`` prefix in masked-LM
+checkpoints and without it in bare-model ones; this module only adds or removes that prefix.
+Pickled ``.bin`` files are read with ``weights_only=True``: no code in a checkpoint ever runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from ..errors import CheckpointError
+from .config import EncoderConfig
+from .encoder import Encoder
+
+if TYPE_CHECKING:
+    from ..tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+BODY_PREFIX = "roberta."
+WEIGHTS_NAME = "model.safetensors"
+SHARD_INDEX_NAME = "model.safetensors.index.json"
+PICKLE_WEIGHTS_NAME = "pytorch_model.bin"
+# Buffers some transformers versions wrote into checkpoints; they hold no weights.
+IGNORED_KEYS = {"embeddings.position_ids", "embeddings.token_type_ids"}
+# The decoder matrix is the word-embedding matrix (tied); it is never read or written.
+TIED_KEY = "lm_head.decoder.weight"
+
+
+def read_checkpoint_tensors(directory: str | Path, map_location: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """All tensors in a checkpoint directory, under the names the file gives them."""
+    directory = Path(directory)
+    if (directory / WEIGHTS_NAME).is_file():
+        return _read_safetensors(directory / WEIGHTS_NAME, map_location)
+    if (directory / SHARD_INDEX_NAME).is_file():
+        index_path = directory / SHARD_INDEX_NAME
+        try:
+            shard_names = sorted(set(json.loads(index_path.read_text())["weight_map"].values()))
+        except (json.JSONDecodeError, KeyError, AttributeError) as err:
+            raise CheckpointError(f"{index_path}: not a safetensors shard index ({err})") from None
+        tensors: dict[str, torch.Tensor] = {}
+        for name in shard_names:
+            tensors.update(_read_safetensors(directory / name, map_location))
+        return tensors
+    if (directory / PICKLE_WEIGHTS_NAME).is_file():
+        path = directory / PICKLE_WEIGHTS_NAME
+        try:
+            state = torch.load(path, map_location=map_location, weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
+            first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise CheckpointError(
+                f"{path}: refused to load ({first_line}); only plain tensors are read from "
+                "pickled checkpoints, never code"
+            ) from None
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise CheckpointError(f"{path}: expected a dict of tensors (a state dict)")
+        return state
+    raise CheckpointError(
+        f"{directory}: no weights found; expected {WEIGHTS_NAME}, {SHARD_INDEX_NAME} or {PICKLE_WEIGHTS_NAME}"
+    )
+
+
+def _read_safetensors(path: Path, map_location: str | torch.device) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise CheckpointError(f"{path}: shard named in the index is missing")
+    try:
+        return load_file(path, device=str(map_location))
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(f"{path}: not a readable safetensors file ({err})") from None
+
+
+def load_encoder(directory: str | Path, map_location: str | torch.device = "cpu") -> Encoder:
+    """Build an ``Encoder`` from a Hugging Face XLM-R directory; see ``Encoder.from_pretrained``."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: not a directory; expected a Hugging Face XLM-R checkpoint directory")
+    config = EncoderConfig.load(directory)
+    tensors = read_checkpoint_tensors(directory, map_location)
+    encoder = Encoder(config)
+    expected = {k: v for k, v in encoder.state_dict().items() if k != TIED_KEY}
+
+    # Checkpoint names → the encoder's: drop the body prefix; older files call the head's bias
+    # lm_head.decoder.bias.
+    found: dict[str, torch.Tensor] = {}
+    file_name: dict[str, str] = {}  # encoder key → the name in the file, for messages
+    ignored: list[str] = []
+    for name, tensor in tensors.items():
+        key = name[len(BODY_PREFIX):] if name.startswith(BODY_PREFIX) else name
+        if key == "lm_head.decoder.bias":
+            key = "lm_head.bias"
+        if key in expected:
+            found.setdefault(key, tensor)
+            file_name.setdefault(key, name)
+        elif key not in IGNORED_KEYS and key != TIED_KEY:
+            ignored.append(name)
+
+    _check_complete(expected, found, directory)
+    for key, tensor in found.items():
+        if tuple(tensor.shape) != tuple(expected[key].shape):
+            raise CheckpointError(
+                f"{directory}: tensor {file_name[key]!r} has shape {tuple(tensor.shape)}, but config.json "
+                f"implies {tuple(expected[key].shape)}"
+            )
+    if ignored:
+        log.warning("%s: ignoring %d tensors that are not part of XLM-R: %s", directory, len(ignored), _short(ignored))
+    # Weights absent from the file (head or pooler) keep the fresh initialisation.
+    encoder.load_state_dict({**expected, **found}, strict=False)
+    encoder.loaded_parts = {part for part in ("lm_head", "pooler") if f"{part}.dense.weight" in found}
+    return encoder
+
+
+def _check_complete(expected: dict[str, torch.Tensor], found: dict[str, torch.Tensor], directory: Path) -> None:
+    """The body must be whole; the head and the pooler are optional, but all-or-nothing."""
+    groups = {
+        "body": [k for k in expected if not k.startswith(("lm_head.", "pooler."))],
+        "lm_head": [k for k in expected if k.startswith("lm_head.")],
+        "pooler": [k for k in expected if k.startswith("pooler.")],
+    }
+    for group, keys in groups.items():
+        missing = [k for k in keys if k not in found]
+        if not missing:
+            continue
+        if group == "body" or len(missing) < len(keys):
+            raise CheckpointError(
+                f"{directory}: {len(missing)} {group} tensor(s) missing, e.g. {_short(missing)}; "
+                "expected every weight of an XLM-R encoder of the size config.json gives"
+            )
+        log.info("%s: no %s weights; they start freshly initialised", directory, group)
+
+
+def _short(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
+
+
+def save_encoder(
+    encoder: Encoder,
+    directory: str | Path,
+    tokenizer: "Tokenizer | None" = None,
+    include_mlm_head: bool = True,
+) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` (+ tokenizer files) for transformers.
+
+    Two layouts, each matching its transformers class weight for weight:
+    - masked LM (default), ``XLMRobertaForMaskedLM``'s: the body under ``roberta.``, the head
+      under ``lm_head.``; the pooler only if it was loaded from a checkpoint (a pooler that was
+      never trained is not worth a warning about unused weights in transformers);
+    - bare model (``include_mlm_head=False``), ``XLMRobertaModel``'s (``AutoModel``): body and
+      pooler, no prefix.
+    The weights file is written under a temporary name and renamed, so a crash never leaves a
+    truncated file behind.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_pooler = not include_mlm_head or "pooler" in encoder.loaded_parts
+    tensors: dict[str, torch.Tensor] = {}
+    for key, tensor in encoder.state_dict().items():
+        if key == TIED_KEY:
+            continue
+        if key.startswith("lm_head."):
+            if not include_mlm_head:
+                continue
+            name = key
+        elif key.startswith("pooler.") and not write_pooler:
+            continue
+        else:
+            name = BODY_PREFIX + key if include_mlm_head else key
+        tensors[name] = tensor.detach().to("cpu").contiguous()
+    tmp = directory / f".{WEIGHTS_NAME}.tmp"
+    save_file(tensors, tmp, metadata={"format": "pt"})
+    os.replace(tmp, directory / WEIGHTS_NAME)
+    architecture = "XLMRobertaForMaskedLM" if include_mlm_head else "XLMRobertaModel"
+    encoder.config.save(directory, architecture=architecture)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+    return directory

@@ -1,0 +1,105 @@
+"""The encoder computes exactly what transformers' XLM-R computes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from infoxlm import Encoder, EncoderConfig
+from infoxlm.model.encoder import xlmr_position_ids
+
+TOL = 1e-5
+
+
+def test_hidden_states_and_logits_match_transformers(hf_mlm, hf_mlm_dir, mixed_batch):
+    ids, mask = mixed_batch
+    ours = Encoder.from_pretrained(hf_mlm_dir).eval()
+    with torch.no_grad():
+        ref = hf_mlm(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        out = ours(ids, mask)
+        logits = ours.lm_head(out.last_hidden_state)
+    real = mask.bool()
+    assert len(out.hidden_states) == len(ref.hidden_states) == 4
+    for k, (theirs, mine) in enumerate(zip(ref.hidden_states, out.hidden_states)):
+        assert (theirs - mine)[real].abs().max() <= TOL, f"hidden_states[{k}]"
+    assert torch.equal(out.last_hidden_state, out.hidden_states[-1])
+    assert (ref.logits - logits)[real].abs().max() <= TOL
+
+
+def test_output_does_not_depend_on_padding(mixed_batch):
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    ids, mask = mixed_batch
+    with torch.no_grad():
+        batched = enc(ids, mask).hidden_states
+        for row, length in enumerate(mask.sum(1).tolist()):
+            alone = enc(ids[row : row + 1, :length]).hidden_states
+            for k in range(len(alone)):
+                assert (batched[k][row, :length] - alone[k][0]).abs().max() <= TOL
+
+
+def test_stops_after_layer_k_without_running_the_rest(mixed_batch):
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120, num_hidden_layers=4)).eval()
+    ran = []
+    for i, layer in enumerate(enc.encoder.layer):
+        layer.register_forward_hook(lambda *_, i=i: ran.append(i))
+    ids, mask = mixed_batch
+    with torch.no_grad():
+        full = enc(ids, mask).hidden_states
+        ran.clear()
+        partial = enc(ids, mask, num_layers=2)
+    assert ran == [0, 1]
+    assert len(partial.hidden_states) == 3
+    assert torch.equal(partial.last_hidden_state, full[2])
+    assert len(enc(ids, mask, num_layers=0).hidden_states) == 1
+    with pytest.raises(ValueError, match="num_layers=5"):
+        enc(ids, mask, num_layers=5)
+
+
+def test_positions_start_after_padding_index():
+    ids = torch.tensor([[0, 9, 9, 2, 1, 1]])
+    assert xlmr_position_ids(ids, pad_token_id=1).tolist() == [[2, 3, 4, 5, 1, 1]]
+
+
+def test_default_attention_mask_ignores_padding(mixed_batch):
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    ids, mask = mixed_batch
+    with torch.no_grad():
+        assert torch.equal(enc(ids).last_hidden_state, enc(ids, mask).last_hidden_state)
+
+
+def test_runs_under_bf16_autocast(mixed_batch):
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    ids, mask = mixed_batch
+    with torch.no_grad():
+        exact = enc(ids, mask).last_hidden_state
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = enc(ids, mask).last_hidden_state
+    # Autocast keeps LayerNorm outputs in fp32; the matmuls ran in bf16, hence a small difference.
+    diff = (low.float() - exact)[mask.bool()].abs().max()
+    assert 0 < diff < 0.1
+
+
+def test_gradients_reach_every_trained_parameter(mixed_batch):
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
+    ids, mask = mixed_batch
+    masked = mask.bool() & (torch.rand(ids.shape) < 0.5)
+    masked[0, 1] = True
+    logits = enc.lm_head(enc(ids, mask).last_hidden_state, masked)
+    torch.nn.functional.cross_entropy(logits, ids[masked]).backward()
+    no_grad = [n for n, p in enc.named_parameters() if p.grad is None and not n.startswith("pooler.")]
+    assert no_grad == []
+
+
+@pytest.mark.parametrize("size", ["base", "large"])
+def test_parameter_count_matches_transformers(size, transformers):
+    config = EncoderConfig.preset(size)
+    with torch.device("meta"):
+        ours = Encoder(config)
+        theirs = transformers.XLMRobertaModel(transformers.XLMRobertaConfig(**config.to_hf_dict()))
+    ours_body = sum(p.numel() for n, p in ours.named_parameters() if not n.startswith("lm_head."))
+    assert ours_body == sum(p.numel() for p in theirs.parameters())

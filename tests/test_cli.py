@@ -1,0 +1,63 @@
+"""The `infoxlm` command as a user runs it: real subprocesses, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import numpy as np
+
+from infoxlm import embed
+
+from conftest import TINY_TEXT
+
+
+def run(*args, stdin: bytes = b"", cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "infoxlm.cli", *args], input=stdin, capture_output=True, cwd=cwd, timeout=300
+    )
+
+
+def test_help_lists_only_working_commands():
+    result = run("--help")
+    assert result.returncode == 0
+    out = result.stdout.decode()
+    assert "embed" in out and "tokenizer" in out
+    for not_yet in ("pretrain", "prepare", "finetune", "bench", "demo"):
+        assert not_yet not in out
+
+
+def test_embed_reads_stdin_and_writes_npy_to_stdout(tiny_model_dir):
+    sentences = TINY_TEXT["de"] + TINY_TEXT["zh"]
+    result = run("embed", "--model", str(tiny_model_dir), "--layer", "1", stdin="\n".join(sentences).encode() + b"\n")
+    assert result.returncode == 0, result.stderr.decode()
+    vectors = np.load(io.BytesIO(result.stdout))
+    np.testing.assert_allclose(vectors, embed(tiny_model_dir, sentences, layer=1), atol=1e-6)
+    assert "embedded 6 sentences" in result.stderr.decode()
+
+
+def test_embed_writes_an_output_file(tiny_model_dir, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("eins\nzwei\n\ndrei\n", encoding="utf-8")
+    result = run("embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / "v.npy"))
+    assert result.returncode == 0, result.stderr.decode()
+    assert np.load(tmp_path / "v.npy").shape == (4, 64)  # the empty line keeps its row
+
+
+def test_invalid_utf8_is_a_one_line_error_naming_the_line(tiny_model_dir, tmp_path):
+    src = tmp_path / "bad.txt"
+    src.write_bytes(b"fine\nbroken \xff here\n")
+    result = run("embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / "v.npy"))
+    assert result.returncode == 1
+    err = result.stderr.decode().strip()
+    assert err == f"infoxlm: error: {src}:2: invalid UTF-8 at byte 7 of the line"
+    assert not (tmp_path / "v.npy").exists()
+
+
+def test_a_bad_model_directory_is_a_one_line_error(tmp_path):
+    result = run("embed", "--model", str(tmp_path), stdin=b"hello\n")
+    assert result.returncode == 1
+    err = result.stderr.decode().strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert "no config.json" in err

@@ -1,0 +1,69 @@
+"""Sentence embeddings: order, pooling, layers, and agreement with transformers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from infoxlm import Encoder, Tokenizer, embed, embed_layers
+
+from conftest import TINY_TEXT
+
+SENTENCES = [s for lines in TINY_TEXT.values() for s in lines] + ["Kurz.", "A much longer sentence than the others, with many words in it."]
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_model_dir):
+    return Encoder.from_pretrained(tiny_model_dir), Tokenizer.from_pretrained(tiny_model_dir)
+
+
+def test_rows_come_back_in_input_order_whatever_the_batching(tiny_model_dir):
+    batched = embed(tiny_model_dir, SENTENCES, layer=2, batch_size=4)
+    alone = np.stack([embed(tiny_model_dir, [s], layer=2, batch_size=1)[0] for s in SENTENCES])
+    assert batched.dtype == np.float32 and batched.shape == (len(SENTENCES), 64)
+    np.testing.assert_allclose(batched, alone, atol=1e-5)
+
+
+def test_mean_pooling_covers_every_non_padding_token_specials_included(loaded):
+    encoder, tokenizer = loaded
+    ids = tokenizer.encode(SENTENCES[0])
+    with torch.no_grad():
+        hidden = encoder.eval()(torch.tensor([ids])).hidden_states[1][0]  # (T, d)
+    got = embed_layers(encoder, tokenizer, SENTENCES[:1], [1])[1][0]
+    np.testing.assert_allclose(got, hidden.mean(0).numpy(), atol=1e-6)
+    cls = embed_layers(encoder, tokenizer, SENTENCES[:1], [1], pooling="cls")[1][0]
+    np.testing.assert_allclose(cls, hidden[0].numpy(), atol=1e-6)
+
+
+def test_several_layers_at_once_equal_one_layer_at_a_time(loaded, tiny_model_dir):
+    encoder, tokenizer = loaded
+    all_layers = embed_layers(encoder, tokenizer, SENTENCES, [0, 1, 2], batch_size=5)
+    for layer in (0, 1, 2):
+        np.testing.assert_allclose(all_layers[layer], embed(tiny_model_dir, SENTENCES, layer=layer), atol=1e-5)
+    assert not np.allclose(all_layers[0], all_layers[2])
+    np.testing.assert_allclose(embed(tiny_model_dir, SENTENCES), all_layers[2], atol=1e-5)  # default: last layer
+
+
+def test_agrees_with_transformers_hidden_states(transformers, tiny_model_dir):
+    model = transformers.XLMRobertaModel.from_pretrained(tiny_model_dir).eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
+    batch = hf_tok(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch, output_hidden_states=True).hidden_states[1]
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected = ((hidden * mask).sum(1) / mask.sum(1)).numpy()
+    np.testing.assert_allclose(embed(tiny_model_dir, SENTENCES, layer=1), expected, atol=1e-5)
+
+
+def test_edge_cases_and_errors(loaded, tiny_model_dir):
+    encoder, tokenizer = loaded
+    assert embed(tiny_model_dir, [], layer=1).shape == (0, 64)
+    with pytest.raises(ValueError, match="layer=3"):
+        embed_layers(encoder, tokenizer, SENTENCES, [3])
+    with pytest.raises(ValueError, match="pooling='max'"):
+        embed_layers(encoder, tokenizer, SENTENCES, [1], pooling="max")
+    encoder.train()  # embedding runs in eval mode and then restores the caller's mode
+    embed_layers(encoder, tokenizer, SENTENCES[:2], [1])
+    assert encoder.training
+    encoder.eval()
