@@ -1,0 +1,1 @@
+"""Data preparation for pre-training: corpus reading, language sampling and example stores."""

@@ -1,0 +1,1024 @@
+"""XLM-R-compatible tokenizer: load, encode, save and train.
+
+The ids follow XLM-R (and fairseq): ``<s>`` = 0, ``<pad>`` = 1, ``</s>`` = 2, ``<unk>`` = 3,
+the SentencePiece pieces after that and ``<mask>`` as the very last id. Two file formats
+are understood and behave identically behind one :class:`Tokenizer`:
+
+* ``tokenizer.json`` -- a Hugging Face ``tokenizers`` serialisation (preferred);
+* ``sentencepiece.bpe.model`` -- a SentencePiece model exactly as XLM-R ships it, whose own
+  ids (``<unk>`` = 0, ``<s>`` = 1, ``</s>`` = 2, pieces from 3) are shifted to fairseq's.
+
+:meth:`Tokenizer.save_pretrained` writes a directory that ``transformers`` loads as an
+``XLMRobertaTokenizer`` with the same ids, and :meth:`Tokenizer.train` learns a new Unigram
+vocabulary from raw text with XLM-R's exponentially smoothed language sampling.
+
+Whitespace: text is split on whitespace before the ``▁`` prefix is added, as SentencePiece
+does (leading, trailing and repeated whitespace never produce a token). ``transformers`` 5
+rebuilds XLM-R tokenizers this way in ``from_pretrained``; a raw XLM-R ``tokenizer.json``
+used verbatim (``tokenizers.Tokenizer.from_file`` or ``XLMRobertaTokenizerFast(
+tokenizer_file=...)``) instead emits a lone ``▁`` for whitespace at the end of the text or
+before a special token written in it. All other text gets identical ids on every path.
+
+Decomposed input: SentencePiece composes NFD text with stacked combining marks (Vietnamese
+``e + U+0323 + U+0302`` -> ``ệ``); the ``tokenizers`` port of its normaliser, used for
+``tokenizer.json`` here and in ``transformers``, does not and yields ``<unk>``. The two
+backends therefore differ on such input only; NFC-normalise text first to avoid it.
+
+Example (trains a toy vocabulary in a temporary directory, so it runs anywhere)::
+
+    >>> import tempfile, pathlib
+    >>> from infoxlm.tokenizer import Tokenizer
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (tmp / "en.txt").write_text("the cat sat on the mat\\nthe dog ate the bone\\n" * 50)
+    >>> _ = (tmp / "de.txt").write_text("die katze sitzt auf der matte\\n" * 20)
+    >>> tok = Tokenizer.train([tmp / "en.txt", tmp / "de.txt"], tmp / "tok", vocab_size=60)
+    >>> ids = tok.encode("the cat")
+    >>> ids[0] == tok.bos_id and ids[-1] == tok.eos_id
+    True
+    >>> tok.decode(ids)
+    'the cat'
+    >>> batch = tok(["the cat", "die katze sitzt"])
+    >>> batch["input_ids"].shape == batch["attention_mask"].shape
+    True
+    >>> Tokenizer.from_pretrained(tmp / "tok").fingerprint == tok.fingerprint
+    True
+    >>> import shutil; shutil.rmtree(tmp)
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import json
+import lzma
+import math
+import operator
+import re
+import shutil
+import unicodedata
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import torch
+
+from infoxlm.data.sampling import language_probabilities
+from infoxlm.errors import TokenizerError
+
+__all__ = [
+    "Tokenizer",
+    "TrainingReport",
+    "language_from_filename",
+    "TOKENIZER_JSON",
+    "SENTENCEPIECE_MODEL",
+]
+
+PathLike = str | Path
+
+TOKENIZER_JSON = "tokenizer.json"
+SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+TRAINING_REPORT = "training_report.json"
+MODEL_MAX_LENGTH = 512
+
+BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
+# The four specials that sit at fixed ids in front of the vocabulary; <mask> comes last.
+_LEADING_SPECIALS = (BOS, PAD, EOS, UNK)
+_METASPACE = "\u2581"  # "▁", SentencePiece's visible space
+
+# Compression is recognised by suffix so that training can stream .gz/.xz/.bz2 dumps.
+_OPENERS = {".gz": gzip.open, ".xz": lzma.open, ".lzma": lzma.open, ".bz2": bz2.open}
+# ISO 639 code (2-3 letters) with optional script/region subtags: de, fil, zh-Hans, pt_BR.
+_LANGUAGE_CODE = re.compile(r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$")
+
+
+# --------------------------------------------------------------------------------------
+# Backends: the two file formats behind one small interface.
+# --------------------------------------------------------------------------------------
+
+
+class _Backend:
+    """What :class:`Tokenizer` needs from a file format: pieces in, pieces out.
+
+    ``encode_many`` returns XLM-R ids *without* ``<s>``/``</s>``; the wrapper adds those
+    itself so that both formats truncate and frame sequences identically.
+    """
+
+    name: str
+    vocab_size: int
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        raise NotImplementedError
+
+    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+        raise NotImplementedError
+
+
+class _TokenizersBackend(_Backend):
+    """A ``tokenizers`` JSON file, validated to hold XLM-R's special-token layout."""
+
+    name = "tokenizers"
+
+    def __init__(self, path: Path, data: bytes):
+        from tokenizers import Tokenizer as HFTokenizer
+        from tokenizers import pre_tokenizers
+
+        try:
+            self._tok = HFTokenizer.from_str(data.decode("utf-8"))
+        except Exception as exc:  # tokenizers raises plain Exception on bad JSON
+            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise TokenizerError(
+                f"{path}: not a valid tokenizers JSON file ({first_line}); "
+                "expected a Hugging Face tokenizer.json"
+            ) from None
+        # Padding/truncation baked into a JSON would silently change our output; the wrapper
+        # does both itself.
+        self._tok.no_padding()
+        self._tok.no_truncation()
+        # SentencePiece (and transformers 5's XLM-R loader) split on whitespace before adding
+        # "▁"; a bare Metaspace would turn trailing whitespace into an extra "▁" token.
+        if isinstance(self._tok.pre_tokenizer, pre_tokenizers.Metaspace):
+            self._tok.pre_tokenizer = pre_tokenizers.Sequence(
+                [pre_tokenizers.WhitespaceSplit(), self._tok.pre_tokenizer]
+            )
+        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
+        expected = {BOS: 0, PAD: 1, EOS: 2, UNK: 3, MASK: self.vocab_size - 1}
+        for token, want in expected.items():
+            got = self._tok.token_to_id(token)
+            if got != want:
+                found = "missing" if got is None else f"at id {got}"
+                raise TokenizerError(
+                    f"{path}: special token {token} is {found}, expected id {want} "
+                    f"(XLM-R layout: <s>=0 <pad>=1 </s>=2 <unk>=3 <mask>=vocab_size-1={self.vocab_size - 1})"
+                )
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        if len(texts) == 1:  # skip the thread pool for the common single-text call
+            return [self._tok.encode(texts[0], add_special_tokens=False).ids]
+        return [enc.ids for enc in self._tok.encode_batch(texts, add_special_tokens=False)]
+
+    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+        return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+class _SentencePieceBackend(_Backend):
+    """An XLM-R ``sentencepiece.bpe.model`` with its ids shifted to fairseq's layout.
+
+    SentencePiece numbers ``<unk>`` = 0, ``<s>`` = 1, ``</s>`` = 2 and pieces from 3; fairseq
+    prepends its own dictionary (``<s> <pad> </s> <unk>``) so every piece id ``i >= 3``
+    becomes ``i + 1``, SentencePiece's unknown becomes 3 and ``<mask>`` is appended last.
+    """
+
+    name = "sentencepiece"
+
+    def __init__(self, path: Path, data: bytes):
+        import sentencepiece as spm
+
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.LoadFromSerializedProto(data)
+        except Exception as exc:  # sentencepiece raises RuntimeError/OSError variants
+            raise TokenizerError(
+                f"{path}: not a valid SentencePiece model ({exc}); expected an XLM-R sentencepiece.bpe.model"
+            ) from None
+        layout = {
+            "<unk>": (self._sp.unk_id(), 0),
+            "<s>": (self._sp.bos_id(), 1),
+            "</s>": (self._sp.eos_id(), 2),
+        }
+        for token, (got, want) in layout.items():
+            if got != want:
+                raise TokenizerError(
+                    f"{path}: SentencePiece id of {token} is {got}, expected {want} "
+                    "(XLM-R's model has <unk>=0 <s>=1 </s>=2, pieces from 3)"
+                )
+        self._pieces = self._sp.get_piece_size()
+        self.vocab_size = self._pieces + 2  # + <pad> (fairseq only) + <mask>
+        self.mask_id = self._pieces + 1
+        self._special_names = {0: BOS, 1: PAD, 2: EOS, 3: UNK, self.mask_id: MASK}
+        self._special_ids = {BOS: 0, PAD: 1, EOS: 2, UNK: 3, MASK: self.mask_id}
+        # tokenizers treats special tokens written literally in the text ("a <mask> b") as
+        # those tokens; SentencePiece would spell them out, so split them off first.
+        self._special_re = re.compile(
+            "|".join(re.escape(t) for t in sorted(self._special_ids, key=len, reverse=True))
+        )
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        # Flatten every text into plain segments and literal special tokens, encode all plain
+        # segments in one SentencePiece batch call, then stitch each text back together.
+        segments: list[str] = []
+        layouts: list[list[int | str]] = []  # per text: int = index into segments, str = special
+        for text in texts:
+            layout: list[int | str] = []
+            start = 0
+            for match in self._special_re.finditer(text):
+                layout.append(len(segments))
+                segments.append(text[start : match.start()])
+                layout.append(match.group())
+                start = match.end()
+            layout.append(len(segments))
+            segments.append(text[start:])
+            layouts.append(layout)
+        encoded = self._sp.encode(segments, out_type=int) if segments else []
+        result = []
+        for layout in layouts:
+            ids: list[int] = []
+            for item in layout:
+                if isinstance(item, str):
+                    ids.append(self._special_ids[item])
+                else:
+                    ids.extend(3 if i == 0 else i + 1 for i in encoded[item])
+            result.append(ids)
+        return result
+
+    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+        # Mirror tokenizers' Metaspace decoder token by token ("▁" -> " ", drop the space
+        # the first token got from the prefix) so both backends decode identically, also
+        # when special tokens are kept.
+        tokens = []
+        for i in ids:
+            if i in self._special_names:
+                if not skip_special_tokens:
+                    tokens.append(self._special_names[i])
+            else:
+                tokens.append(self._sp.id_to_piece(i - 1))
+        text = []
+        for position, token in enumerate(tokens):
+            token = token.replace(_METASPACE, " ")
+            if position == 0 and token.startswith(" "):
+                token = token[1:]
+            text.append(token)
+        return "".join(text)
+
+
+# --------------------------------------------------------------------------------------
+# Training report
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainingReport:
+    """How a vocabulary was trained: the per-language data and the sample drawn from it.
+
+    ``line_counts[l]`` is n_l (non-empty lines of language l), ``probabilities[l]`` is
+    p_l ∝ (n_l / n) ** alpha and ``sample_counts[l]`` = round(p_l * total_sample) is how many
+    lines of l the trainer saw (more than n_l when the language was upsampled).
+    """
+
+    files: dict[str, list[str]]
+    line_counts: dict[str, int]
+    probabilities: dict[str, float]
+    sample_counts: dict[str, int]
+    total_sample: int
+    alpha: float
+    seed: int
+    max_sentences: int
+    requested_vocab_size: int
+    vocab_size: int = 0
+    fingerprint: str = field(default="")
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """Languages in training order (sorted by code)."""
+        return tuple(self.line_counts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable copy (what ``training_report.json`` holds)."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line: vocabulary size and, per language, sampling probability and line counts."""
+        parts = [
+            f"{lang} p={self.probabilities[lang]:.3f} lines={self.line_counts[lang]} "
+            f"sampled={self.sample_counts[lang]}"
+            for lang in self.languages
+        ]
+        return (
+            f"vocab_size={self.vocab_size} (asked {self.requested_vocab_size}), "
+            f"sample={self.total_sample} lines, alpha={self.alpha}: " + "; ".join(parts)
+        )
+
+
+# --------------------------------------------------------------------------------------
+# The tokenizer
+# --------------------------------------------------------------------------------------
+
+
+class Tokenizer:
+    """XLM-R-compatible tokenizer over a ``tokenizer.json`` or ``sentencepiece.bpe.model``.
+
+    Create it with :meth:`from_pretrained` or :meth:`train`, not directly. Every encoding is
+    ``<s> pieces </s>``; padding is on the right with ``pad_id``.
+    """
+
+    bos_id: int = 0
+    pad_id: int = 1
+    eos_id: int = 2
+    unk_id: int = 3
+
+    def __init__(self, backend: _Backend, source: Path, data: bytes, extra_files: Sequence[Path] = ()):
+        self._backend = backend
+        self._source = source  # the file the ids come from
+        self._data = data  # its exact bytes: saved verbatim and fingerprinted
+        self._extra_files = tuple(extra_files)  # e.g. the .model next to a preferred .json
+        self._fingerprint = hashlib.sha256(data).hexdigest()
+        #: Set by :meth:`train`; ``None`` for a tokenizer loaded from disk.
+        self.training_report: TrainingReport | None = None
+
+    # -- loading -------------------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, path: PathLike) -> Tokenizer:
+        """Load from a directory holding ``tokenizer.json`` or ``sentencepiece.bpe.model``.
+
+        ``tokenizer.json`` wins when both are present (the other file is still copied by
+        :meth:`save_pretrained`). ``path`` may also name either file directly: a ``.json``
+        suffix means tokenizers format, ``.model`` SentencePiece.
+
+        Raises:
+            TokenizerError: missing path, neither file present, unreadable file, or special
+                tokens not at XLM-R's ids.
+        """
+        path = Path(path)
+        extra: list[Path] = []
+        if path.is_dir():
+            json_file, sp_file = path / TOKENIZER_JSON, path / SENTENCEPIECE_MODEL
+            if json_file.is_file():
+                source, kind = json_file, "json"
+                if sp_file.is_file():
+                    extra.append(sp_file)
+            elif sp_file.is_file():
+                source, kind = sp_file, "model"
+            else:
+                raise TokenizerError(
+                    f"{path}: holds neither {TOKENIZER_JSON} nor {SENTENCEPIECE_MODEL}; "
+                    "expected an XLM-R tokenizer directory"
+                )
+        elif path.is_file():
+            if path.suffix == ".json":
+                source, kind = path, "json"
+            elif path.suffix == ".model":
+                source, kind = path, "model"
+            else:
+                raise TokenizerError(
+                    f"{path}: unknown tokenizer file type {path.suffix!r}; "
+                    f"expected {TOKENIZER_JSON} (.json) or {SENTENCEPIECE_MODEL} (.model)"
+                )
+        else:
+            raise TokenizerError(
+                f"{path}: no such tokenizer directory or file; "
+                f"expected a directory holding {TOKENIZER_JSON} or {SENTENCEPIECE_MODEL}"
+            )
+        try:
+            data = source.read_bytes()
+        except OSError as exc:
+            raise TokenizerError(f"{source}: cannot read tokenizer file ({exc.strerror})") from None
+        backend: _Backend
+        if kind == "json":
+            backend = _TokenizersBackend(source, data)
+        else:
+            backend = _SentencePieceBackend(source, data)
+        return cls(backend, source, data, extra)
+
+    # -- ids -------------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, the five special tokens included (``mask_id + 1``)."""
+        return self._backend.vocab_size
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    @property
+    def mask_id(self) -> int:
+        """Id of ``<mask>``: always the last id."""
+        return self._backend.vocab_size - 1
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """The ids of ``<s>``, ``<pad>``, ``</s>``, ``<unk>`` and ``<mask>``."""
+        return frozenset((self.bos_id, self.pad_id, self.eos_id, self.unk_id, self.mask_id))
+
+    @property
+    def backend(self) -> str:
+        """``"tokenizers"`` or ``"sentencepiece"``: which file format the ids come from."""
+        return self._backend.name
+
+    # -- identity --------------------------------------------------------------------------
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 (hex) of the tokenizer file's bytes: equal fingerprints mean equal ids."""
+        return self._fingerprint
+
+    def identity(self) -> dict[str, Any]:
+        """A small JSON-serialisable record to store next to data encoded with this tokenizer."""
+        return {
+            "fingerprint": self._fingerprint,
+            "file": self._source.name,
+            "backend": self.backend,
+            "vocab_size": self.vocab_size,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"Tokenizer(backend={self.backend!r}, vocab_size={self.vocab_size}, "
+            f"source={str(self._source)!r}, fingerprint={self._fingerprint[:12]!r})"
+        )
+
+    # -- encoding --------------------------------------------------------------------------
+
+    def _frame(self, pieces: list[int], add_special_tokens: bool, max_length: int | None) -> list[int]:
+        """Truncate ``pieces`` to fit ``max_length`` and wrap them in ``<s> … </s>``."""
+        room = max_length
+        if add_special_tokens:
+            if room is not None:
+                room -= 2
+            pieces = pieces[:room] if room is not None else pieces
+            return [self.bos_id, *pieces, self.eos_id]
+        return pieces[:room] if room is not None else pieces
+
+    @staticmethod
+    def _check_max_length(max_length: int | None, add_special_tokens: bool) -> None:
+        if max_length is None:
+            return
+        smallest = 2 if add_special_tokens else 1
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < smallest:
+            raise TokenizerError(
+                f"max_length={max_length!r} is invalid; expected an integer >= {smallest}"
+                + (" (room for <s> and </s>)" if add_special_tokens else "")
+            )
+
+    def encode(self, text: str, add_special_tokens: bool = True, max_length: int | None = None) -> list[int]:
+        """Token ids of one text: ``[<s>, pieces…, </s>]``.
+
+        With ``max_length`` the pieces are cut so the whole list (specials included) has at
+        most ``max_length`` ids; ``</s>`` is always kept at the end.
+        """
+        if not isinstance(text, str):
+            raise TokenizerError(f"encode() expected a str, got {type(text).__name__}")
+        self._check_max_length(max_length, add_special_tokens)
+        return self._frame(self._backend.encode_many([text])[0], add_special_tokens, max_length)
+
+    def encode_batch(
+        self, texts: Sequence[str], add_special_tokens: bool = True, max_length: int | None = None
+    ) -> list[list[int]]:
+        """:meth:`encode` for many texts at once (in parallel in the backend library)."""
+        texts = list(texts)
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TokenizerError(
+                    f"encode_batch() item {index} is a {type(text).__name__}, expected a str"
+                )
+        self._check_max_length(max_length, add_special_tokens)
+        if not texts:
+            return []
+        return [self._frame(p, add_special_tokens, max_length) for p in self._backend.encode_many(texts)]
+
+    def pad(
+        self, batch_ids: Sequence[Sequence[int]], pad_to_multiple_of: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Right-pad id lists into ``(input_ids, attention_mask)``, both ``LongTensor (B, T)``.
+
+        ``T`` is the longest list, rounded up to a multiple of ``pad_to_multiple_of`` if
+        given (tensor cores prefer multiples of 8). The mask is 1 on real tokens, 0 on pads.
+        """
+        if pad_to_multiple_of is not None and (
+            isinstance(pad_to_multiple_of, bool)
+            or not isinstance(pad_to_multiple_of, int)
+            or pad_to_multiple_of < 1
+        ):
+            raise TokenizerError(
+                f"pad_to_multiple_of={pad_to_multiple_of!r} is invalid; expected a positive integer"
+            )
+        lengths = [len(ids) for ids in batch_ids]
+        width = max(lengths, default=0)
+        if pad_to_multiple_of:
+            width = math.ceil(width / pad_to_multiple_of) * pad_to_multiple_of
+        input_ids = torch.full((len(lengths), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(lengths), width), dtype=torch.long)
+        for row, (ids, length) in enumerate(zip(batch_ids, lengths)):
+            if length:
+                input_ids[row, :length] = torch.as_tensor(list(ids), dtype=torch.long)
+                attention_mask[row, :length] = 1
+        return input_ids, attention_mask
+
+    def __call__(
+        self,
+        texts: str | Sequence[str],
+        max_length: int | None = MODEL_MAX_LENGTH,
+        pad_to_multiple_of: int | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Encode and pad a batch: ``{"input_ids": (B, T), "attention_mask": (B, T)}``.
+
+        A single string is treated as a batch of one. Sequences longer than ``max_length``
+        (default 512, XLM-R's limit) are truncated.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        input_ids, attention_mask = self.pad(
+            self.encode_batch(texts, max_length=max_length), pad_to_multiple_of
+        )
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+    def decode(self, ids: Iterable[int] | torch.Tensor, skip_special_tokens: bool = True) -> str:
+        """Text of a list (or 1-D tensor) of ids; specials are dropped unless asked for."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        ids = [operator.index(i) for i in ids]
+        for i in ids:
+            if not 0 <= i < self.vocab_size:
+                raise TokenizerError(
+                    f"id {i} is outside the vocabulary; expected 0 <= id < {self.vocab_size}"
+                )
+        return self._backend.decode(ids, skip_special_tokens)
+
+    # -- saving ----------------------------------------------------------------------------
+
+    def save_pretrained(self, path: PathLike) -> list[Path]:
+        """Write the tokenizer file(s) plus ``transformers`` configs into directory ``path``.
+
+        The files are copied byte for byte (so the fingerprint survives); the configs make
+        ``transformers.AutoTokenizer.from_pretrained(path)`` load an ``XLMRobertaTokenizer``
+        with the same ids. Returns the paths written.
+        """
+        out = Path(path)
+        if out.exists() and not out.is_dir():
+            raise TokenizerError(
+                f"{out}: exists and is not a directory; expected a directory to save the tokenizer in"
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        canonical = TOKENIZER_JSON if self.backend == "tokenizers" else SENTENCEPIECE_MODEL
+        target = out / canonical
+        if not (target.exists() and target.resolve() == self._source.resolve()):
+            target.write_bytes(self._data)
+        written.append(target)
+        for extra in self._extra_files:
+            extra_target = out / extra.name
+            if not (extra_target.exists() and extra_target.resolve() == extra.resolve()):
+                shutil.copyfile(extra, extra_target)
+            written.append(extra_target)
+
+        special_map = {
+            "bos_token": BOS,
+            "eos_token": EOS,
+            "unk_token": UNK,
+            "sep_token": EOS,
+            "pad_token": PAD,
+            "cls_token": BOS,
+            "mask_token": MASK,
+        }
+        added = {
+            str(i): {
+                "content": token,
+                "lstrip": False,
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+                "special": True,
+            }
+            for token, i in ((BOS, 0), (PAD, 1), (EOS, 2), (UNK, 3), (MASK, self.mask_id))
+        }
+        config = {
+            "tokenizer_class": "XLMRobertaTokenizer",
+            "model_max_length": MODEL_MAX_LENGTH,
+            **special_map,
+            "add_prefix_space": True,
+            # Keep transformers' decode() equal to ours: no "hello ." -> "hello." rewriting.
+            "clean_up_tokenization_spaces": False,
+            "added_tokens_decoder": added,
+        }
+        for name, content in ((TOKENIZER_CONFIG, config), (SPECIAL_TOKENS_MAP, special_map)):
+            (out / name).write_text(
+                json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+            )
+            written.append(out / name)
+        return written
+
+    # -- training --------------------------------------------------------------------------
+
+    @classmethod
+    def train(
+        cls,
+        files: Mapping[str, PathLike | Sequence[PathLike]] | Sequence[PathLike],
+        output_dir: PathLike,
+        vocab_size: int = 250_002,
+        alpha: float = 0.3,
+        max_sentences: int = 10_000_000,
+        seed: int = 0,
+        languages: Iterable[str] | None = None,
+        show_progress: bool = False,
+    ) -> Tokenizer:
+        """Learn a Unigram (SentencePiece-style) vocabulary from raw text and save it.
+
+        Args:
+            files: ``{language: [paths]}`` (a single path per language is fine too), or a
+                list of paths whose language is read from the file name by
+                :func:`language_from_filename` (``de.txt``, ``train.de.txt``, ``de.txt.gz``).
+                Files are UTF-8 text, one sentence per line; ``.gz``, ``.xz`` and ``.bz2``
+                are decompressed on the fly.
+            output_dir: directory that receives ``tokenizer.json``, the ``transformers``
+                configs and ``training_report.json``.
+            vocab_size: total number of ids, the five special tokens included. The result
+                is smaller when the sample has fewer distinct candidate pieces (tiny data);
+                it must be large enough to hold every distinct character of the sample.
+            alpha: language smoothing exponent: language l is sampled with probability
+                p_l ∝ (n_l / n) ** alpha, n_l being its number of non-empty lines.
+            max_sentences: size of the training sample, ``min(max_sentences, n)`` lines in
+                all. Language l contributes ``round(p_l * sample)`` lines, drawn without
+                replacement when it has that many and repeated (upsampled) when not.
+            seed: makes the sample, and therefore the vocabulary, reproducible.
+            languages: if given, only these languages of ``files`` are used.
+            show_progress: show the ``tokenizers`` trainer's progress bars.
+
+        Returns:
+            The trained tokenizer, loaded back from ``output_dir``, with
+            :attr:`training_report` describing the sample.
+
+        Raises:
+            TokenizerError: unreadable or empty files, invalid UTF-8 (naming file and line),
+                a file name without a recognisable language, or bad parameters.
+
+        The text pipeline matches XLM-R: NFKC via SentencePiece's ``nmt_nfkc`` rule (which
+        also drops control characters and maps Unicode spaces to " "), runs of spaces
+        collapsed, whitespace split, "▁"-prefixed pieces. Input lines are NFC-normalised
+        and blank lines skipped. Specials ``<s> <pad> </s> <unk>`` get ids 0-3 and
+        ``<mask>`` the last id. Scores are rounded to 1e-6 and ties ordered by piece so the
+        written file does not depend on floating-point summation order inside the trainer.
+        """
+        _check_int("vocab_size", vocab_size, smallest=6)
+        _check_int("max_sentences", max_sentences, smallest=1)
+        _check_int("seed", seed, smallest=0)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= 1:
+            raise TokenizerError(f"alpha={alpha!r} is invalid; expected a number in (0, 1]")
+        output = Path(output_dir)
+        if output.exists() and not output.is_dir():
+            raise TokenizerError(f"{output}: exists and is not a directory; expected an output directory")
+
+        by_language = _group_files(files, languages)
+        # Pass 1: count non-empty lines (this also validates UTF-8 before any training).
+        line_counts = {lang: sum(_count_lines(p) for p in paths) for lang, paths in by_language.items()}
+        empty = [lang for lang, count in line_counts.items() if count == 0]
+        if len(empty) == len(line_counts):
+            listed = ", ".join(str(p) for paths in by_language.values() for p in paths)
+            raise TokenizerError(
+                f"no non-empty lines in {listed}; expected UTF-8 text, one sentence per line"
+            )
+        if empty:
+            listed = ", ".join(str(p) for p in by_language[empty[0]])
+            raise TokenizerError(
+                f"language {empty[0]!r} has no non-empty lines in {listed}; expected at least one sentence"
+            )
+
+        probabilities = language_probabilities(line_counts, alpha)
+        total_sample = min(max_sentences, sum(line_counts.values()))
+        sample_counts = {lang: round(p * total_sample) for lang, p in probabilities.items()}
+        # Pass 2 streams the files again inside the trainer.
+        sample = _iter_sample(by_language, line_counts, sample_counts, seed)
+        hf_tokenizer = _train_unigram(sample, sum(sample_counts.values()), vocab_size, show_progress)
+
+        output.mkdir(parents=True, exist_ok=True)
+        hf_tokenizer.save(str(output / TOKENIZER_JSON), pretty=True)
+        trained = cls.from_pretrained(output / TOKENIZER_JSON)
+        trained.save_pretrained(output)
+        report = TrainingReport(
+            files={lang: [str(p) for p in paths] for lang, paths in by_language.items()},
+            line_counts=line_counts,
+            probabilities=probabilities,
+            sample_counts=sample_counts,
+            total_sample=total_sample,
+            alpha=float(alpha),
+            seed=seed,
+            max_sentences=max_sentences,
+            requested_vocab_size=vocab_size,
+            vocab_size=trained.vocab_size,
+            fingerprint=trained.fingerprint,
+        )
+        report_text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        (output / TRAINING_REPORT).write_text(report_text, encoding="utf-8")
+        trained.training_report = report
+        return trained
+
+
+# --------------------------------------------------------------------------------------
+# Training helpers
+# --------------------------------------------------------------------------------------
+
+
+def _check_int(name: str, value: Any, smallest: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
+        raise TokenizerError(f"{name}={value!r} is invalid; expected an integer >= {smallest}")
+
+
+def language_from_filename(path: PathLike) -> str:
+    """The language code in a training file's name.
+
+    Rule: drop a compression suffix (``.gz``, ``.xz``, ``.lzma``, ``.bz2``), then a ``.txt``
+    suffix, and take what follows the last remaining dot (or the whole name if there is
+    none). It must look like an ISO 639 code with optional subtags (``de``, ``fil``,
+    ``zh-Hans``, ``pt_BR``)::
+
+        de.txt -> de    train.de.txt -> de    wiki.2023.zh-Hans.txt.gz -> zh-Hans
+
+    Raises:
+        TokenizerError: the name does not end in a language code.
+    """
+    name = Path(path).name
+    stem = name
+    for suffix in _OPENERS:
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    if stem.endswith(".txt"):
+        stem = stem[: -len(".txt")]
+    code = stem.rsplit(".", 1)[-1]
+    if not _LANGUAGE_CODE.match(code):
+        raise TokenizerError(
+            f"{path}: cannot tell the language from the file name ({code!r} is not a language code); "
+            "expected a name like de.txt or train.de.txt, or give the language explicitly (de=PATH)"
+        )
+    return code
+
+
+def _group_files(
+    files: Mapping[str, PathLike | Sequence[PathLike]] | Sequence[PathLike], languages: Iterable[str] | None
+) -> dict[str, list[Path]]:
+    """Normalise the ``files`` argument to ``{language: [Path, ...]}`` sorted by language."""
+    grouped: dict[str, list[Path]] = {}
+    if isinstance(files, Mapping):
+        for lang, paths in files.items():
+            if not isinstance(lang, str) or not lang or any(c.isspace() or c == "=" for c in lang):
+                raise TokenizerError(
+                    f"language code {lang!r} is invalid; expected a code like 'de' or 'zh-Hans'"
+                )
+            if isinstance(paths, (str, Path)):
+                paths = [paths]
+            paths = [Path(p) for p in paths]
+            if not paths:
+                raise TokenizerError(f"language {lang!r} has no files; expected at least one path")
+            grouped.setdefault(lang, []).extend(paths)
+    elif isinstance(files, (str, Path)):
+        raise TokenizerError(
+            f"files={str(files)!r} is a single path; "
+            "expected a list of paths or a {language: paths} mapping"
+        )
+    else:
+        for p in files:
+            grouped.setdefault(language_from_filename(p), []).append(Path(p))
+    if not grouped:
+        raise TokenizerError("no training files given; expected at least one text file")
+    if languages is not None:
+        # A bare string would otherwise be read as a list of one-letter languages.
+        wanted = [languages] if isinstance(languages, str) else list(languages)
+        missing = [lang for lang in wanted if lang not in grouped]
+        if missing:
+            raise TokenizerError(
+                f"language(s) {', '.join(missing)} requested but no file given for them; "
+                f"files cover {', '.join(sorted(grouped))}"
+            )
+        grouped = {lang: grouped[lang] for lang in wanted}
+    for paths in grouped.values():
+        for p in paths:
+            if not p.is_file():
+                raise TokenizerError(f"{p}: no such file; expected a UTF-8 text file")
+    # Sorted so that sampling, and thus the vocabulary, does not depend on argument order.
+    return {lang: grouped[lang] for lang in sorted(grouped)}
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    opener = _OPENERS.get(path.suffix)
+    try:
+        return opener(path, "rb") if opener else open(path, "rb")
+    except OSError as exc:
+        raise TokenizerError(
+            f"{path}: cannot open ({exc.strerror or exc}); expected a readable text file"
+        ) from None
+
+
+def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, NFC text)`` for every non-blank line of a UTF-8 file."""
+    handle = _open_binary(path)
+    line_number = 0
+    try:
+        with handle:
+            for line_number, raw in enumerate(handle, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise TokenizerError(
+                        f"{path}:{line_number}: invalid UTF-8 "
+                        f"(byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                        "expected UTF-8 text"
+                    ) from None
+                if line_number == 1:
+                    text = text.removeprefix("\ufeff")  # a byte-order mark is not text
+                text = text.rstrip("\r\n")
+                if text.strip():
+                    yield line_number, unicodedata.normalize("NFC", text)
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        raise TokenizerError(
+            f"{path}:{line_number + 1}: cannot read ({exc}); expected an intact file"
+        ) from None
+
+
+def _count_lines(path: Path) -> int:
+    """Number of non-blank lines (validating UTF-8 on the way)."""
+    return sum(1 for _ in _read_lines(path))
+
+
+def _choose_lines(available: int, wanted: int, seed: int, language: str) -> np.ndarray:
+    """Sorted line indices (with repeats when upsampling) to draw ``wanted`` of ``available``.
+
+    Without replacement when ``wanted <= available``; otherwise every line is taken
+    ``wanted // available`` times and the remainder drawn without replacement, which
+    upsamples evenly instead of letting chance favour some lines.
+    """
+    if wanted == 0 or available == 0:
+        return np.empty(0, dtype=np.int64)
+    # Seed per language (CRC of the code, not its position) so adding a language leaves
+    # the choice of the others' lines alone.
+    rng = np.random.default_rng([seed, zlib.crc32(language.encode("utf-8"))])
+    repeats, remainder = divmod(wanted, available)
+    parts = [np.repeat(np.arange(available, dtype=np.int64), repeats)] if repeats else []
+    if remainder:
+        parts.append(rng.choice(available, size=remainder, replace=False).astype(np.int64))
+    return np.sort(np.concatenate(parts), kind="stable")
+
+
+def _iter_sample(
+    by_language: dict[str, list[Path]],
+    line_counts: dict[str, int],
+    sample_counts: dict[str, int],
+    seed: int,
+) -> Iterator[str]:
+    """Stream the training sample: each language's chosen lines, repeats included.
+
+    Only the sorted array of chosen line indices is held in memory; the files are read
+    again from the start and every line whose index was chosen is emitted (as many times
+    as it was chosen).
+    """
+    for lang, paths in by_language.items():
+        chosen = _choose_lines(line_counts[lang], sample_counts[lang], seed, lang)
+        position = 0  # next entry of `chosen` to serve
+        index = 0  # index of the current non-empty line within the language
+        for path in paths:
+            if position == len(chosen):
+                break
+            for _, line in _read_lines(path):
+                while position < len(chosen) and chosen[position] == index:
+                    yield line
+                    position += 1
+                index += 1
+                if position == len(chosen):
+                    break
+
+
+def _train_unigram(lines: Iterator[str], length: int, vocab_size: int, show_progress: bool):
+    """Train a Unigram ``tokenizers.Tokenizer`` with XLM-R's pipeline and special-token ids."""
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
+    from tokenizers import Tokenizer as HFTokenizer
+
+    normalizer = normalizers.Sequence(
+        [normalizers.Precompiled(_nmt_nfkc_charsmap()), normalizers.Replace(Regex(" {2,}"), " ")]
+    )
+    # WhitespaceSplit + Metaspace("always") is exactly what transformers 5 rebuilds for an
+    # XLM-R tokenizer, so transformers and this file tokenize identically.
+    pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always"),
+        ]
+    )
+    draft = HFTokenizer(models.Unigram())
+    draft.normalizer = normalizer
+    draft.pre_tokenizer = pre_tokenizer
+    trainer = trainers.UnigramTrainer(
+        vocab_size=vocab_size - 1,  # <mask> is appended after training
+        special_tokens=list(_LEADING_SPECIALS),
+        unk_token=UNK,
+        show_progress=show_progress,
+    )
+    try:
+        draft.train_from_iterator(lines, trainer=trainer, length=length)
+    except TokenizerError:
+        raise
+    except Exception as exc:  # tokenizers reports its errors as plain Exception
+        if "not large enough" in str(exc):
+            raise TokenizerError(
+                f"vocab_size={vocab_size} cannot hold every distinct character of the training "
+                "sample (a Unigram vocabulary keeps them all); expected a larger vocab_size"
+            ) from None
+        raise
+
+    # Rebuild from a canonical vocabulary: the trainer's scores differ in the last bits
+    # between runs (hash-map iteration order), which would change the file's bytes.
+    vocab = json.loads(draft.to_str())["model"]["vocab"]
+    n_special = len(_LEADING_SPECIALS)
+    head = [(piece, 0.0) for piece, _ in vocab[:n_special]]
+    tail = sorted(
+        ((piece, round(score, 6)) for piece, score in vocab[n_special:]),
+        key=lambda piece_score: (-piece_score[1], piece_score[0]),
+    )
+    final = HFTokenizer(models.Unigram(head + tail, unk_id=_LEADING_SPECIALS.index(UNK), byte_fallback=False))
+    final.normalizer = normalizer
+    final.pre_tokenizer = pre_tokenizer
+    final.decoder = decoders.Metaspace(replacement=_METASPACE, prepend_scheme="always")
+    final.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in _LEADING_SPECIALS])
+    final.add_special_tokens([AddedToken(MASK, special=True, normalized=False)])  # id = last
+    # Only for users of the raw JSON (transformers); our encode() adds <s>/</s> itself.
+    final.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A {EOS}",
+        pair=f"{BOS} $A {EOS} {EOS} $B {EOS}",
+        special_tokens=[(BOS, 0), (EOS, 2)],
+    )
+    return final
+
+
+def _protobuf_bytes_field(message: bytes, number: int) -> bytes | None:
+    """The first length-delimited field ``number`` of a serialised protobuf message.
+
+    Just enough of the wire format to read SentencePiece's charsmap without depending on
+    the ``protobuf`` package.
+    """
+
+    def varint(pos: int) -> tuple[int, int]:
+        result, shift = 0, 0
+        while True:
+            byte = message[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return result, pos
+
+    pos = 0
+    while pos < len(message):
+        key, pos = varint(pos)
+        field_number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            _, pos = varint(pos)
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 5:
+            pos += 4
+        elif wire_type == 2:
+            length, pos = varint(pos)
+            if field_number == number:
+                return message[pos : pos + length]
+            pos += length
+        else:  # groups (3/4) never occur in SentencePiece protos
+            raise ValueError(f"unsupported protobuf wire type {wire_type}")
+    return None
+
+
+@lru_cache(maxsize=1)
+def _nmt_nfkc_charsmap() -> bytes:
+    """SentencePiece's compiled ``nmt_nfkc`` normalisation map, as XLM-R's model holds it."""
+    import sentencepiece as spm
+
+    if hasattr(spm, "SentencePieceNormalizer"):  # sentencepiece >= 0.2
+        spec = spm.SentencePieceNormalizer(rule_name="nmt_nfkc").serialized_normalizer_spec()
+    else:
+        spec = _normalizer_spec_via_training()
+    charsmap = _protobuf_bytes_field(spec, 2)  # NormalizerSpec.precompiled_charsmap
+    if not charsmap:
+        raise RuntimeError("sentencepiece returned no nmt_nfkc character map")
+    return charsmap
+
+
+def _normalizer_spec_via_training() -> bytes:
+    """NormalizerSpec of a throw-away model (older sentencepiece has no normalizer API)."""
+    import io
+
+    import sentencepiece as spm
+
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["abc def"] * 4),
+        model_writer=buffer,
+        model_type="char",
+        vocab_size=10,
+        normalization_rule_name="nmt_nfkc",
+        minloglevel=2,
+    )
+    spec = _protobuf_bytes_field(buffer.getvalue(), 3)  # ModelProto.normalizer_spec
+    if spec is None:
+        raise RuntimeError("sentencepiece model has no normalizer spec")
+    return spec

@@ -1,0 +1,146 @@
+"""``infoxlm tokenizer …`` sub-commands.
+
+The main command line (``infoxlm.cli``) owns the top-level parser and calls
+:func:`add_tokenizer_commands` with its sub-parsers object; every command registered here
+stores its handler as ``func`` (``args.func(args)`` returns the exit code). Bad input is
+raised as :class:`~infoxlm.errors.TokenizerError`, which the main CLI prints on one line.
+
+Example::
+
+    infoxlm tokenizer train --input data/en.txt data/de.txt --lang-input sw=extra/swahili.txt.gz \\
+        --output tok/ --vocab-size 64000 --alpha 0.3
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from infoxlm.errors import TokenizerError
+from infoxlm.tokenizer import Tokenizer, language_from_filename
+
+__all__ = ["add_tokenizer_commands", "run_tokenizer_train"]
+
+_TRAIN_DESCRIPTION = """\
+Learn a new XLM-R-style Unigram vocabulary from raw UTF-8 text (one sentence per line;
+.gz/.xz/.bz2 files are read directly) and write tokenizer.json plus transformers configs to
+--output. Language l is sampled with probability p_l ∝ (n_l/n)^alpha, n_l being its number
+of non-empty lines; the sample has min(--max-sentences, n) lines, of which language l gets
+round(p_l * sample), repeating lines of languages that have fewer."""
+
+_TRAIN_EPILOG = """\
+examples:
+  infoxlm tokenizer train --input en.txt de.txt sw.txt --output tok/ --vocab-size 32000
+  infoxlm tokenizer train --lang-input en=wiki.en.gz en=news.en.gz fr=corpus/fr.txt \\
+      --output tok/ --alpha 0.5 --max-sentences 2000000
+
+The language of an --input file is read from its name: drop .gz/.xz/.bz2, then .txt, and
+take the part after the last dot (de.txt, train.de.txt, wiki.zh-Hans.txt.gz).
+Use --lang-input LANG=FILE for files named otherwise."""
+
+
+def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``tokenizer train`` on ``subparsers``; returns the ``tokenizer`` parser."""
+    tokenizer = subparsers.add_parser(
+        "tokenizer",
+        help="train XLM-R-compatible tokenizers",
+        description="Work with XLM-R-compatible tokenizers.",
+    )
+    commands = tokenizer.add_subparsers(dest="tokenizer_command", metavar="COMMAND", required=True)
+
+    train = commands.add_parser(
+        "train",
+        help="learn a Unigram vocabulary from multilingual text",
+        description=_TRAIN_DESCRIPTION,
+        epilog=_TRAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    # action="extend" lets both flags be repeated and mixed: --input a.txt --input b.txt.
+    train.add_argument(
+        "--input",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE",
+        help="text files whose name gives the language (de.txt, train.de.txt, de.txt.gz)",
+    )
+    train.add_argument(
+        "--lang-input",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="LANG=FILE",
+        help="text files with their language given explicitly, e.g. sw=extra/swahili.txt",
+    )
+    train.add_argument("--output", required=True, metavar="DIR", help="directory to write the tokenizer to")
+    train.add_argument(
+        "--vocab-size",
+        type=int,
+        default=250_002,
+        metavar="N",
+        help="total number of ids incl. <s> <pad> </s> <unk> <mask> (default: 250002, XLM-R's; "
+        "tiny corpora yield fewer)",
+    )
+    train.add_argument(
+        "--alpha",
+        type=float,
+        default=0.3,
+        help="language sampling exponent in (0, 1]; smaller favours small languages (default: 0.3)",
+    )
+    train.add_argument(
+        "--max-sentences",
+        type=int,
+        default=10_000_000,
+        metavar="N",
+        help="lines in the training sample, across all languages (default: 10000000)",
+    )
+    train.add_argument("--seed", type=int, default=0, help="random seed for the sample (default: 0)")
+    train.add_argument(
+        "--languages",
+        nargs="+",
+        default=None,
+        metavar="LANG",
+        help="use only these languages of the inputs (default: all)",
+    )
+    train.add_argument("--no-progress", action="store_true", help="hide the trainer's progress bars")
+    # The main CLI dispatches with args.func(args) and turns the return value into the exit code.
+    train.set_defaults(func=run_tokenizer_train)
+    return tokenizer
+
+
+def _collect_inputs(inputs: list[str], lang_inputs: list[str]) -> dict[str, list[Path]]:
+    """Merge ``--input`` and ``--lang-input`` into ``{language: [paths]}``."""
+    files: dict[str, list[Path]] = {}
+    # Both flags may name the same language; its files are then simply pooled.
+    for name in inputs:
+        files.setdefault(language_from_filename(name), []).append(Path(name))
+    for item in lang_inputs:
+        lang, sep, name = item.partition("=")
+        if not sep or not lang.strip() or not name:
+            raise TokenizerError(f"--lang-input {item!r} is invalid; expected LANG=FILE, e.g. sw=swahili.txt")
+        files.setdefault(lang.strip(), []).append(Path(name))
+    if not files:
+        raise TokenizerError(
+            "no training text given; expected --input FILE ... or --lang-input LANG=FILE ..."
+        )
+    return files
+
+
+def run_tokenizer_train(args: argparse.Namespace) -> int:
+    """Handler of ``tokenizer train``: train, save, print a one-line summary, return 0."""
+    files = _collect_inputs(args.input, args.lang_input)
+    # Validation (files, alpha, sizes) lives in Tokenizer.train so API and CLI agree.
+    tokenizer = Tokenizer.train(
+        files,
+        args.output,
+        vocab_size=args.vocab_size,
+        alpha=args.alpha,
+        max_sentences=args.max_sentences,
+        seed=args.seed,
+        languages=args.languages,
+        show_progress=not args.no_progress,
+    )
+    report = tokenizer.training_report
+    assert report is not None  # train() always attaches one
+    print(f"wrote {args.output}: {report.summary()}")
+    return 0
