@@ -1,0 +1,227 @@
+"""XLCO: cross-lingual contrast with a momentum key encoder and a queue of negatives.
+
+A translation pair is two views of one meaning. The query view goes through the model being
+trained (the *query encoder*); the key view through a slowly moving copy of it (the *key
+encoder*, updated as k ← m·k + (1 − m)·q and never by gradients). Both take the ``<s>`` hidden
+state at the *universal layer* (8 of 12 for base, 12 of 24 for large) and run no further; a
+linear projection (with its own momentum copy) maps it to the contrast space. The query must
+pick its own key out of the positive and the K keys of earlier batches kept in a FIFO queue:
+
+    logits = [q·k⁺, q·n_1, …, q·n_K] / τ          loss = cross-entropy with target 0
+
+This module owns the key side (key encoder, projections, queue); the query encoder is the
+shared model and is passed in, so its parameters live only once, in the model, the optimizer
+and DDP. ``use_momentum=False`` is the paper's −Momentum ablation: keys come from the query
+encoder itself (without gradient) and there is no copy at all.
+
+Example::
+
+    >>> import torch
+    >>> from infoxlm import Encoder, EncoderConfig
+    >>> from infoxlm.objectives.xlco import MomentumContrast
+    >>> enc = Encoder(EncoderConfig.preset("tiny", vocab_size=50))
+    >>> xlco = MomentumContrast(enc, layer=1, queue_size=8)
+    >>> ids = torch.randint(4, 49, (4, 6)); mask = torch.ones_like(ids)
+    >>> xlco.enqueue(xlco.encode_keys(ids, mask)); xlco.enqueue(xlco.encode_keys(ids, mask))
+    >>> out = xlco(enc, ids, mask, ids, mask)
+    >>> tuple(out.logits.shape)   # (B, 1 + K)
+    (4, 9)
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.encoder import Encoder
+
+
+def momentum_at(step: int, schedule: str = "constant", base: float = 0.9999, cap: float = 0.9995) -> float:
+    """Momentum coefficient m for optimizer step ``step`` (0-based).
+
+    constant: m = base (the paper: 0.9999 for base, 0.999 for large, continued pre-training).
+    inverse_sqrt: m = min(1 − t^−0.51, cap) with t = step + 1 (the paper's from-scratch
+    recipe); m = 0 at the first step, so the key encoder starts as an exact copy of the query.
+    """
+    if schedule == "constant":
+        return base
+    if schedule == "inverse_sqrt":
+        return min(1.0 - (step + 1) ** -0.51, cap)
+    raise ValueError(f"momentum schedule {schedule!r}: expected 'constant' or 'inverse_sqrt'")
+
+
+@dataclass
+class ContrastOutput:
+    """logits (B, 1 + K): column 0 is the positive key; keys (B, d): to enqueue after the step."""
+
+    logits: torch.Tensor
+    keys: torch.Tensor
+
+    def loss(self) -> torch.Tensor:
+        """Mean InfoNCE loss over the B queries."""
+        return F.cross_entropy(self.logits.float(), self.targets())
+
+    def loss_sum(self) -> torch.Tensor:
+        return F.cross_entropy(self.logits.float(), self.targets(), reduction="sum")
+
+    def targets(self) -> torch.Tensor:
+        return torch.zeros(self.logits.shape[0], dtype=torch.long, device=self.logits.device)
+
+    def accuracy(self) -> float:
+        """Share of queries whose positive key scores highest."""
+        return float((self.logits.argmax(dim=1) == 0).float().mean())
+
+
+class MomentumContrast(nn.Module):
+    """Key encoder, query/key projections and the queue of negative keys."""
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        *,
+        layer: int,
+        queue_size: int = 131_072,
+        temperature: float = 0.25,
+        normalize: bool = False,
+        use_momentum: bool = True,
+    ):
+        super().__init__()
+        config = encoder.config
+        if not 1 <= layer <= config.num_hidden_layers:
+            raise ValueError(f"layer={layer}: expected 1 … {config.num_hidden_layers} (the universal layer)")
+        if queue_size < 1:
+            raise ValueError(f"queue_size={queue_size}: expected a positive number of negative keys")
+        if not temperature > 0:
+            raise ValueError(f"temperature={temperature}: expected a positive number")
+        d = config.hidden_size
+        self.layer = layer
+        self.temperature = temperature
+        self.normalize = normalize
+        self.use_momentum = use_momentum
+
+        self.query_projection = nn.Linear(d, d, bias=False)
+        nn.init.normal_(self.query_projection.weight, std=config.initializer_range)
+        if use_momentum:
+            # The key encoder needs only the layers up to the universal one.
+            key_config = copy.deepcopy(config)
+            key_config.num_hidden_layers = layer
+            self.key_encoder = Encoder(key_config)
+            self.key_projection = copy.deepcopy(self.query_projection)
+            self.key_encoder.requires_grad_(False)
+            self.key_projection.requires_grad_(False)
+            self.momentum_update(encoder, momentum=0.0)  # start as an exact copy
+        else:
+            self.key_encoder = None
+            self.key_projection = None
+
+        # The queue starts as random vectors and is only trusted once real keys fill it.
+        self.register_buffer("queue", torch.randn(queue_size, d) * config.initializer_range)  # (K, d)
+        self.register_buffer("queue_pointer", torch.zeros((), dtype=torch.long))
+        self.register_buffer("queue_filled", torch.zeros((), dtype=torch.long))
+
+    @property
+    def queue_size(self) -> int:
+        return self.queue.shape[0]
+
+    @property
+    def is_full(self) -> bool:
+        """True once K real keys have been enqueued; the loss is meaningful only then."""
+        return int(self.queue_filled) >= self.queue_size
+
+    # --- momentum -----------------------------------------------------------------------
+
+    def _paired_parameters(self, encoder: Encoder) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """(key tensors, matching query tensors): embeddings, layers 1…layer, projection."""
+        query = dict(encoder.named_parameters())
+        keys, queries = [], []
+        for name, key_param in self.key_encoder.named_parameters():
+            if name.startswith(("lm_head.", "pooler.")):
+                continue
+            keys.append(key_param)
+            queries.append(query[name])
+        keys.append(self.key_projection.weight)
+        queries.append(self.query_projection.weight)
+        return keys, queries
+
+    @torch.no_grad()
+    def momentum_update(self, encoder: Encoder, momentum: float) -> None:
+        """k ← m·k + (1 − m)·q over every key parameter, as one fused foreach operation."""
+        if self.key_encoder is None:
+            return
+        keys, queries = self._paired_parameters(encoder)
+        queries = [q.detach().to(k.dtype) for q, k in zip(queries, keys)]
+        torch._foreach_lerp_(keys, queries, 1.0 - momentum)
+
+    # --- encoding -------------------------------------------------------------------------
+
+    def _project(self, hidden: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
+        # hidden (B, T, d) at the universal layer → <s> state (B, d) → projected (B, d)
+        z = projection(hidden[:, 0])
+        return F.normalize(z, dim=-1) if self.normalize else z
+
+    def encode_queries(self, encoder: Encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Query vectors (B, d), with gradients, from the query encoder stopped at the universal layer."""
+        hidden = encoder(input_ids, attention_mask, num_layers=self.layer).last_hidden_state
+        return self._project(hidden, self.query_projection)
+
+    @torch.no_grad()
+    def encode_keys(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, encoder: Encoder | None = None
+    ) -> torch.Tensor:
+        """Key vectors (B, d), without gradients. ``encoder`` is needed only with use_momentum=False."""
+        if self.key_encoder is None:
+            if encoder is None:
+                raise ValueError("use_momentum=False: keys come from the query encoder; pass encoder=")
+            hidden = encoder(input_ids, attention_mask, num_layers=self.layer).last_hidden_state
+            return self._project(hidden, self.query_projection).detach()
+        # Keys are computed without dropout: a target that is not itself noisy.
+        self.key_encoder.eval()
+        hidden = self.key_encoder(input_ids, attention_mask).last_hidden_state
+        return self._project(hidden, self.key_projection)
+
+    def forward(
+        self,
+        encoder: Encoder,
+        query_ids: torch.Tensor,
+        query_mask: torch.Tensor,
+        key_ids: torch.Tensor,
+        key_mask: torch.Tensor,
+    ) -> ContrastOutput:
+        """Contrast logits for B translation pairs against the positive and the queue."""
+        q = self.encode_queries(encoder, query_ids, query_mask)  # (B, d)
+        k = self.encode_keys(key_ids, key_mask, encoder=encoder)  # (B, d)
+        return ContrastOutput(logits=self.contrast_logits(q, k), keys=k)
+
+    def contrast_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """q, k (B, d) → logits (B, 1 + K) = [q·k, q·queueᵀ] / τ, in fp32."""
+        q = q.float()
+        positive = (q * k.float()).sum(dim=-1, keepdim=True)  # (B, 1)
+        negatives = q @ self.queue.t().float()  # (B, K)
+        return torch.cat([positive, negatives], dim=1) / self.temperature
+
+    # --- the queue ------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def enqueue(self, keys: torch.Tensor) -> None:
+        """Write keys (N, d) — from all ranks, gathered by the caller — over the oldest entries."""
+        keys = keys.detach().to(self.queue.dtype)
+        K = self.queue_size
+        if keys.shape[0] > K:  # only the newest K can stay
+            keys = keys[-K:]
+        n = keys.shape[0]
+        start = int(self.queue_pointer)
+        first = min(n, K - start)
+        self.queue[start : start + first] = keys[:first]
+        self.queue[: n - first] = keys[first:]  # wrap around to the front
+        self.queue_pointer.fill_((start + n) % K)
+        self.queue_filled.fill_(min(int(self.queue_filled) + n, K))
+
+    def prefill_batches_needed(self, keys_per_batch: int) -> int:
+        """Key batches to encode (without gradient) before the queue holds K real keys."""
+        missing = self.queue_size - int(self.queue_filled)
+        return max(0, math.ceil(missing / keys_per_batch))

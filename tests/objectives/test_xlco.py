@@ -1,0 +1,132 @@
+"""XLCO: momentum schedule, EMA, queue, gradients and the loss on a hand-computed case."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from infoxlm import Encoder, EncoderConfig
+from infoxlm.objectives.xlco import MomentumContrast, momentum_at
+
+
+@pytest.fixture
+def encoder():
+    torch.manual_seed(0)
+    return Encoder(EncoderConfig.preset("tiny", vocab_size=60, num_hidden_layers=3))
+
+
+@pytest.fixture
+def views():
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(4, 59, (4, 7), generator=g)
+    ids[:, 0], ids[:, -1] = 0, 2
+    ids[2, 4:] = 1
+    ids[2, 3] = 2
+    return ids, ids.ne(1).long()
+
+
+def test_momentum_schedules():
+    assert momentum_at(0) == momentum_at(10_000) == 0.9999
+    assert momentum_at(5, "constant", base=0.999) == 0.999
+    assert momentum_at(0, "inverse_sqrt") == 0.0
+    assert momentum_at(99, "inverse_sqrt") == pytest.approx(1 - 100**-0.51)
+    assert momentum_at(10**9, "inverse_sqrt") == 0.9995
+    with pytest.raises(ValueError, match="'cosine'"):
+        momentum_at(0, "cosine")
+
+
+def test_key_encoder_starts_as_a_copy_and_stops_at_the_universal_layer(encoder, views):
+    xlco = MomentumContrast(encoder, layer=2, queue_size=16)
+    assert len(xlco.key_encoder.encoder.layer) == 2
+    encoder.eval()
+    with torch.no_grad():
+        q = xlco.encode_queries(encoder, *views)
+    assert torch.allclose(xlco.encode_keys(*views), q, atol=1e-6)
+
+
+def test_momentum_update_matches_a_plain_reference(encoder):
+    xlco = MomentumContrast(encoder, layer=2, queue_size=16)
+    with torch.no_grad():
+        for p in encoder.parameters():
+            p.add_(torch.randn_like(p))
+        encoder.lm_head.bias.add_(1.0)
+    query = dict(encoder.named_parameters())
+    before = {n: p.clone() for n, p in xlco.key_encoder.named_parameters()}
+    proj_before = xlco.key_projection.weight.clone()
+    xlco.momentum_update(encoder, momentum=0.9)
+    for name, key_param in xlco.key_encoder.named_parameters():
+        if name.startswith(("lm_head.", "pooler.")):
+            continue
+        expected = 0.9 * before[name] + 0.1 * query[name]
+        assert torch.allclose(key_param, expected, atol=1e-6), name
+    expected = 0.9 * proj_before + 0.1 * xlco.query_projection.weight
+    assert torch.allclose(xlco.key_projection.weight, expected, atol=1e-6)
+
+
+def test_only_the_query_side_gets_gradients(encoder, views):
+    xlco = MomentumContrast(encoder, layer=2, queue_size=16)
+    out = xlco(encoder, *views, *views)
+    out.loss().backward()
+    assert all(p.grad is None and not p.requires_grad for p in xlco.key_encoder.parameters())
+    assert xlco.key_projection.weight.grad is None
+    assert xlco.query_projection.weight.grad is not None
+    assert encoder.encoder.layer[1].output.dense.weight.grad is not None
+    assert encoder.encoder.layer[2].output.dense.weight.grad is None  # above the universal layer
+    optimizer_params = {id(p) for p in list(encoder.parameters()) + list(xlco.parameters()) if p.requires_grad}
+    assert not any(id(p) in optimizer_params for p in xlco.key_encoder.parameters())
+
+
+def test_without_momentum_the_key_encoder_is_the_query_encoder(encoder, views):
+    xlco = MomentumContrast(encoder, layer=2, queue_size=16, use_momentum=False)
+    assert xlco.key_encoder is None and xlco.key_projection is None
+    assert sum(p.numel() for p in xlco.parameters()) == 64 * 64  # the query projection only
+    encoder.eval()
+    keys = xlco.encode_keys(*views, encoder=encoder)
+    assert not keys.requires_grad
+    with torch.no_grad():
+        assert torch.equal(keys, xlco.encode_queries(encoder, *views))
+    xlco.momentum_update(encoder, 0.5)  # a no-op, not an error
+
+
+def test_queue_wraps_around_and_counts_real_keys(encoder):
+    xlco = MomentumContrast(encoder, layer=1, queue_size=5)
+    batch = lambda start, n: torch.arange(start, start + n, dtype=torch.float).unsqueeze(1).repeat(1, 64)
+    assert xlco.prefill_batches_needed(keys_per_batch=2) == 3
+    xlco.enqueue(batch(0, 3))
+    assert not xlco.is_full and int(xlco.queue_pointer) == 3
+    xlco.enqueue(batch(3, 3))  # 3, 4 at the end; 5 wraps to the front
+    assert xlco.is_full and int(xlco.queue_pointer) == 1
+    assert xlco.queue[:, 0].tolist() == [5, 1, 2, 3, 4]
+    xlco.enqueue(batch(10, 7))  # more than K: only the newest 5 stay
+    assert xlco.queue[:, 0].tolist() == [16, 12, 13, 14, 15]
+    assert int(xlco.queue_pointer) == 1  # points at the oldest key, 12
+    assert xlco.prefill_batches_needed(keys_per_batch=2) == 0
+
+
+def test_logits_and_loss_on_a_hand_computed_case(encoder):
+    xlco = MomentumContrast(encoder, layer=1, queue_size=2, temperature=0.5)
+    xlco.queue.zero_()
+    xlco.queue[0, 0], xlco.queue[1, 1] = 1.0, -1.0  # negatives e0 and -e1
+    q = torch.zeros(1, 64)
+    q[0, 0], q[0, 1] = 1.0, 2.0
+    k = torch.zeros(1, 64)
+    k[0, 1] = 1.0
+    logits = xlco.contrast_logits(q, k)
+    assert logits.tolist() == [[4.0, 2.0, -4.0]]  # [q·k, q·n1, q·n2] / 0.5
+    from infoxlm.objectives.xlco import ContrastOutput
+
+    out = ContrastOutput(logits=logits, keys=k)
+    expected = -4.0 + math.log(math.exp(4.0) + math.exp(2.0) + math.exp(-4.0))
+    assert out.loss().item() == pytest.approx(expected, rel=1e-6)
+    assert out.accuracy() == 1.0
+
+
+def test_bad_arguments(encoder):
+    with pytest.raises(ValueError, match="layer=4"):
+        MomentumContrast(encoder, layer=4)
+    with pytest.raises(ValueError, match="queue_size=0"):
+        MomentumContrast(encoder, layer=1, queue_size=0)
+    with pytest.raises(ValueError, match="temperature=0"):
+        MomentumContrast(encoder, layer=1, temperature=0)
