@@ -1,0 +1,1 @@
+"""The pre-training engine: configuration, the joint step, checkpoints, distribution."""
