@@ -1,0 +1,45 @@
+"""AdamW and the learning-rate schedule of the paper: linear warm-up, then linear decay to 0."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+
+
+def build_optimizer(
+    params: Iterable[torch.nn.Parameter],
+    *,
+    lr: float,
+    betas: tuple[float, float] = (0.9, 0.98),
+    eps: float = 1e-6,
+    weight_decay: float = 0.01,
+) -> torch.optim.AdamW:
+    """AdamW over every trainable parameter (weight decay on all of them, as fairseq does).
+
+    The fused implementation (one kernel for all parameters) is used where the device
+    supports it; it computes the same update as the plain loop.
+    """
+    params = [p for p in params if p.requires_grad]
+    try:
+        return torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, TypeError):  # a device or dtype without the fused kernel
+        return torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=True)
+
+
+def linear_warmup_decay(step: int, warmup_steps: int, total_steps: int) -> float:
+    """Multiplier of the peak learning rate at optimizer step ``step`` (0-based).
+
+    Rises linearly from 1/warmup to 1 over ``warmup_steps`` steps, then falls linearly to 0 at
+    ``total_steps``.
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    remaining = total_steps - step
+    return max(0.0, remaining / max(1, total_steps - warmup_steps))
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: linear_warmup_decay(step, warmup_steps, total_steps)
+    )
