@@ -103,3 +103,16 @@ def test_parameter_count_matches_transformers(size, transformers):
         theirs = transformers.XLMRobertaModel(transformers.XLMRobertaConfig(**config.to_hf_dict()))
     ours_body = sum(p.numel() for n, p in ours.named_parameters() if not n.startswith("lm_head."))
     assert ours_body == sum(p.numel() for p in theirs.parameters())
+
+
+def test_initialisation_schemes():
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=500))
+    w = enc.encoder.layer[0].intermediate.dense.weight
+    assert 0.015 < w.std() < 0.025 and w.abs().max() > 0.02  # N(0, 0.02²) has tails past 0.02
+    enc.reset_parameters("uniform")
+    assert w.abs().max() <= 0.02 and w.std().item() == pytest.approx(0.02 / 3**0.5, rel=0.05)
+    assert torch.equal(enc.embeddings.word_embeddings.weight[1], torch.zeros(64))  # <pad> row stays 0
+    assert torch.equal(enc.encoder.layer[0].intermediate.dense.bias, torch.zeros(128))
+    with pytest.raises(ValueError, match="'xavier'"):
+        enc.reset_parameters("xavier")

@@ -160,16 +160,28 @@ class Encoder(nn.Module):
         return self.config.num_hidden_layers
 
     @torch.no_grad()
-    def reset_parameters(self) -> None:
-        """Hugging Face XLM-R's initialisation: N(0, initializer_range), zero biases, unit LayerNorms."""
-        std = self.config.initializer_range
+    def reset_parameters(self, scheme: str = "normal") -> None:
+        """Fresh weights: zero biases, unit LayerNorms, and matrices drawn from
+
+        - ``normal``: N(0, initializer_range²), Hugging Face XLM-R's initialisation;
+        - ``uniform``: U[−initializer_range, initializer_range], the paper's from-scratch recipe.
+        """
+        if scheme not in ("normal", "uniform"):
+            raise ValueError(f"initialisation scheme {scheme!r}: expected 'normal' or 'uniform'")
+        r = self.config.initializer_range
+
+        def draw(weight: torch.Tensor) -> None:
+            weight.normal_(0.0, r) if scheme == "normal" else weight.uniform_(-r, r)
+
         for module in self.modules():
+            if module is self.lm_head.decoder:
+                continue  # its weight is the word-embedding matrix, drawn (with a zero <pad> row) below
             if isinstance(module, nn.Linear):
-                module.weight.normal_(0.0, std)
+                draw(module.weight)
                 if module.bias is not None:
                     module.bias.zero_()
             elif isinstance(module, nn.Embedding):
-                module.weight.normal_(0.0, std)
+                draw(module.weight)
                 if module.padding_idx is not None:
                     module.weight[module.padding_idx].zero_()
             elif isinstance(module, nn.LayerNorm):
