@@ -1,0 +1,296 @@
+"""The training data of one optimizer step, for one rank: the engine's single entry point.
+
+``DataPipeline(store, config).step(step, rank, world_size)`` returns this rank's
+micro-batches of MMLM blocks, TLM pairs and XLCO views for that step, plus statistics.
+What a rank receives is a pure function of (seed, step, rank, world size) and the store;
+each example is a pure function of (seed, step, objective, slot), so the union of the
+ranks' shares does not depend on the world size (see schedule.py). Nothing is cached
+between steps: resuming at step k needs nothing but k.
+
+Example:
+    >>> from infoxlm.data.store import TokenStore
+    >>> pipeline = DataPipeline(TokenStore.open("data/store"), PipelineConfig(seed=1))  # doctest: +SKIP
+    >>> data = pipeline.step(step=0, rank=0, world_size=8)                              # doctest: +SKIP
+    >>> for batch in data.mmlm:                                                         # doctest: +SKIP
+    ...     batch = batch.to("cuda", non_blocking=True)
+    ...     logits = model(batch.input_ids, batch.attention_mask, batch.masked_positions)  # (N, V)
+    ...     loss = F.cross_entropy(logits, batch.targets, reduction="sum")
+    >>> print(data.summary())                                                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .batching import ContrastBatch, MLMBatch, contrast_micro_batches, mlm_micro_batches
+from .examples import ExampleBuilder
+from .keyed_random import KeyedRandom
+from .masking import MaskedSequences, check_mask_rates, mask_tokens
+from .sampling import language_probabilities
+from .schedule import MASK, MASK_KEY, OBJECTIVE_IDS, plan_blocks, plan_mixup, plan_pairs, rank_slots
+from .store import StoreError, TokenStore
+
+__all__ = ["PipelineConfig", "DataPipeline", "StepData", "ObjectiveStats"]
+
+OBJECTIVES = ("mmlm", "tlm", "xlco")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Everything that decides the training examples. Defaults follow InfoXLM-base.
+
+    Batch sizes are *global* (examples per optimizer step over all ranks) and 0 disables
+    an objective. Lengths include the special tokens. ``max_tokens`` bounds one
+    micro-batch's padded size (rows × longest row; both views for XLCO).
+    """
+
+    seed: int = 0
+    alpha: float = 0.7  # p ∝ (n / N)^alpha over languages (mono) and over pairs (parallel), n in tokens
+    mmlm_batch_size: int = 2048
+    tlm_batch_size: int = 2048
+    xlco_batch_size: int = 2048
+    block_size: int = 512  # MMLM block, <s> … </s>
+    tlm_max_length: int = 512  # <s> a </s> b </s>
+    xlco_max_length: int = 256  # one view, <s> c </s> d </s>
+    mask_prob: float = 0.15  # share of eligible tokens selected
+    mask_token_prob: float = 0.8  # of the selected: → <mask>
+    random_token_prob: float = 0.1  # of the selected: → random piece (rest unchanged)
+    mixup: bool = True  # XLCO mixup contrast (paper §3.3)
+    mask_xlco: bool = True  # mask the XLCO views too, at the same rates (as the authors' code)
+    max_tokens: int = 16384  # padded tokens per micro-batch
+
+    def __post_init__(self):
+        def integer(name: str, smallest: int) -> int:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < smallest:
+                raise ValueError(f"{name} must be an integer >= {smallest}, got {value!r}")
+            return int(value)
+
+        integer("seed", 0)
+        if self.seed >= 2**64:
+            raise ValueError(f"seed must be below 2**64, got {self.seed}")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0 < self.alpha <= 1:
+            raise ValueError(f"alpha must be in (0, 1], got {self.alpha!r}")
+        for name in ("mmlm_batch_size", "tlm_batch_size", "xlco_batch_size"):
+            integer(name, 0)
+        integer("block_size", 3)
+        integer("tlm_max_length", 5)
+        integer("xlco_max_length", 5)
+        integer("max_tokens", 1)
+        check_mask_rates(self.mask_prob, self.mask_token_prob, self.random_token_prob)
+        for name in ("mixup", "mask_xlco"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        # One example must fit a micro-batch (an XLCO example is both of its views).
+        needs = {
+            "mmlm": ("block_size", self.block_size),
+            "tlm": ("tlm_max_length", self.tlm_max_length),
+            "xlco": ("2 * xlco_max_length", 2 * self.xlco_max_length),
+        }
+        for objective in self.enabled:
+            what, size = needs[objective]
+            if size > self.max_tokens:
+                raise ValueError(
+                    f"max_tokens={self.max_tokens} is smaller than one {objective} example ({what} = {size}); "
+                    f"raise max_tokens to at least {size}"
+                )
+
+    def batch_size(self, objective: str) -> int:
+        return getattr(self, f"{objective}_batch_size")
+
+    @property
+    def enabled(self) -> tuple[str, ...]:
+        """The objectives with a positive batch size, in the order mmlm, tlm, xlco."""
+        return tuple(o for o in OBJECTIVES if self.batch_size(o) > 0)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ObjectiveStats:
+    """One objective's share of a step on one rank."""
+
+    num_examples: int = 0
+    num_micro_batches: int = 0
+    num_tokens: int = 0  # real tokens (both views for XLCO)
+    num_positions: int = 0  # padded tensor positions
+    num_masked: int = 0
+    corpus_counts: dict[str, int] = field(default_factory=dict)  # examples per language / pair
+
+    @property
+    def num_padding(self) -> int:
+        return self.num_positions - self.num_tokens
+
+    @property
+    def padding_fraction(self) -> float:
+        """pad positions / all positions of the built tensors."""
+        return self.num_padding / self.num_positions if self.num_positions else 0.0
+
+
+@dataclass
+class StepData:
+    """One rank's data for one step: micro-batches per objective (empty list: disabled) + stats."""
+
+    step: int
+    rank: int
+    world_size: int
+    mmlm: list[MLMBatch]
+    tlm: list[MLMBatch]
+    xlco: list[ContrastBatch]
+    stats: dict[str, ObjectiveStats]
+    seconds: float  # time spent building this step's data
+
+    @property
+    def padding_fraction(self) -> float:
+        positions = sum(s.num_positions for s in self.stats.values())
+        return sum(s.num_padding for s in self.stats.values()) / positions if positions else 0.0
+
+    def summary(self) -> str:
+        parts = [
+            f"{name} {s.num_examples} ex / {s.num_micro_batches} mb / {s.num_masked} masked / "
+            f"pad {100 * s.padding_fraction:.1f}%"
+            for name, s in self.stats.items()
+            if s.num_examples
+        ]
+        return f"step {self.step} rank {self.rank}/{self.world_size}: " + ", ".join(parts) + f" ({1e3 * self.seconds:.0f} ms)"
+
+
+class DataPipeline:
+    """Deterministic MMLM / TLM / XLCO micro-batches from a token store.
+
+    Args:
+        store: an open :class:`TokenStore`.
+        config: a :class:`PipelineConfig`.
+
+    Raises:
+        StoreError: an enabled objective needs data the store lacks (monolingual text for
+            MMLM, translation pairs for TLM / XLCO, two pairs for mixup).
+    """
+
+    def __init__(self, store: TokenStore, config: PipelineConfig | None = None):
+        config = PipelineConfig() if config is None else config
+        if not isinstance(config, PipelineConfig):
+            raise ValueError(f"config must be a PipelineConfig, got {type(config).__name__}")
+        self.store = store
+        self.config = config
+        try:
+            self.vocab_size = store.vocab_size
+        except (KeyError, TypeError, ValueError):
+            raise StoreError(f"{store.root}/store.json: no tokenizer vocab_size recorded") from None
+        self.builder = ExampleBuilder(store, config.block_size, config.tlm_max_length, config.xlco_max_length)
+        b = self.builder
+        enabled = config.enabled
+        self.language_probabilities: dict[str, float] = {}
+        self.pair_probabilities: dict[str, float] = {}
+
+        if "mmlm" in enabled:
+            if not b.mono_tokens.sum():
+                raise StoreError(
+                    f"{store.root}: no monolingual text, but mmlm_batch_size={config.mmlm_batch_size}; "
+                    "prepare monolingual corpora or set mmlm_batch_size=0"
+                )
+            self.language_probabilities = language_probabilities(dict(zip(b.languages, b.mono_tokens.tolist())), config.alpha)
+        wants_pairs = [o for o in ("tlm", "xlco") if o in enabled]
+        if wants_pairs:
+            if not b.parallel_tokens.sum():
+                asked = ", ".join(f"{o}_batch_size={config.batch_size(o)}" for o in wants_pairs)
+                raise StoreError(
+                    f"{store.root}: no parallel corpora (translation pairs), but {asked} need them; "
+                    f"prepare parallel data or set {' and '.join(o + '_batch_size=0' for o in wants_pairs)}"
+                )
+            self.pair_probabilities = language_probabilities(dict(zip(b.pairs, b.parallel_tokens.tolist())), config.alpha)
+            non_empty = np.flatnonzero(b.parallel_tokens)
+            if "xlco" in enabled and config.mixup and len(non_empty) == 1 and b.num_pairs[non_empty[0]] < 2:
+                raise StoreError(
+                    f"{store.root}: mixup contrast needs a second translation pair to mix with, but the store holds "
+                    f"one pair ({b.pairs[non_empty[0]]}); add parallel data or set mixup=False"
+                )
+        self._mono_p = np.array([self.language_probabilities.get(x, 0.0) for x in b.languages])
+        self._pair_p = np.array([self.pair_probabilities.get(x, 0.0) for x in b.pairs])
+
+    # ------------------------------------------------------------------------------------
+    def step(self, step: int, rank: int = 0, world_size: int = 1) -> StepData:
+        """This rank's micro-batches for optimizer step ``step``.
+
+        The rank holds the contiguous slots [⌊G·r/W⌋, ⌊G·(r+1)/W⌋) of each objective's
+        global batch G (shares differ by at most one example; with G < W some ranks get none).
+        """
+        for name, value, smallest in (("step", step, 0), ("world_size", world_size, 1), ("rank", rank, 0)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < smallest:
+                raise ValueError(f"{name} must be an integer >= {smallest}, got {value!r}")
+        if rank >= world_size:
+            raise ValueError(f"rank must be < world_size, got rank={rank}, world_size={world_size}")
+        started = time.perf_counter()
+        batches: dict[str, list] = {o: [] for o in OBJECTIVES}
+        stats = {o: ObjectiveStats() for o in OBJECTIVES}
+        budget = self.config.max_tokens
+        for objective in self.config.enabled:
+            slots = rank_slots(self.config.batch_size(objective), rank, world_size)
+            if len(slots) == 0:
+                continue
+            if objective == "xlco":
+                query, key, counts = self.examples(objective, step, slots)
+                batches[objective] = contrast_micro_batches(query, key, slots, budget)
+            else:
+                sequences, counts = self.examples(objective, step, slots)
+                batches[objective] = mlm_micro_batches(sequences, slots, budget)
+            made = batches[objective]
+            stats[objective] = ObjectiveStats(
+                num_examples=len(slots),
+                num_micro_batches=len(made),
+                num_tokens=sum(b.num_tokens for b in made),
+                num_positions=sum(b.num_positions for b in made),
+                num_masked=sum(b.num_masked for b in made),
+                corpus_counts=counts,
+            )
+        seconds = time.perf_counter() - started
+        return StepData(step, rank, world_size, batches["mmlm"], batches["tlm"], batches["xlco"], stats, seconds)
+
+    def examples(self, objective: str, step: int, slots: np.ndarray):
+        """The masked, unbatched examples of ``slots`` (for inspection and tests).
+
+        Returns (sequences, counts) for mmlm / tlm and (query, key, counts) for xlco, rows
+        in the order of ``slots``; counts maps corpus name → examples drawn from it.
+        """
+        if objective not in OBJECTIVE_IDS:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        cfg, b = self.config, self.builder
+        rng = KeyedRandom(cfg.seed, OBJECTIVE_IDS[objective], step, slots)
+        if objective == "mmlm":
+            if not self._mono_p.sum():
+                raise ValueError("mmlm is disabled (mmlm_batch_size=0) in this pipeline's config")
+            plan = plan_blocks(rng, self._mono_p, b.num_blocks)
+            return self._mask(b.mmlm(plan), rng.bits(MASK), True), _counts(b.languages, plan.language)
+        if not self._pair_p.sum():
+            raise ValueError(f"{objective} is disabled (tlm_batch_size and xlco_batch_size are 0) in this config")
+        if objective == "tlm":
+            plan = plan_pairs(rng, self._pair_p, b.num_pairs)
+            return self._mask(b.tlm(plan), rng.bits(MASK), True), _counts(b.pairs, plan.corpus)
+        plan = plan_mixup(rng, self._pair_p, b.num_pairs, cfg.mixup)
+        query, key = b.xlco(plan)
+        # XLCO views are not predicted (the loss is the contrast), so no forced mask.
+        rate = cfg.mask_prob if cfg.mask_xlco else 0.0
+        query = self._mask(query, rng.bits(MASK), False, rate)
+        key = self._mask(key, rng.bits(MASK_KEY), False, rate)
+        return query, key, _counts(b.pairs, plan.pair.corpus)
+
+    def _mask(self, sequences, streams, at_least_one: bool, rate: float | None = None) -> MaskedSequences:
+        cfg = self.config
+        return mask_tokens(
+            sequences,
+            streams,
+            self.vocab_size,
+            cfg.mask_prob if rate is None else rate,
+            cfg.mask_token_prob,
+            cfg.random_token_prob,
+            at_least_one,
+        )
+
+
+def _counts(names: list[str], chosen: np.ndarray) -> dict[str, int]:
+    counts = np.bincount(chosen, minlength=len(names))
+    return {name: int(c) for name, c in zip(names, counts) if c}

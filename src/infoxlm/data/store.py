@@ -1,0 +1,425 @@
+"""The token store: tokenized corpora on disk, memory-mapped for training.
+
+One store holds any number of monolingual corpora (one per language) and parallel corpora
+(one per language pair), all tokenized with the same tokenizer::
+
+    STORE/
+      store.json                  format version + the tokenizer's identity (fingerprint, vocab size)
+      mono/de/                    a monolingual corpus
+        tokens.u32                every kept line's token ids, concatenated (no <s> / </s>)
+        lines.i64                 (N + 1) offsets into tokens: line i = tokens[lines[i]:lines[i+1]]
+        docs.i64                  (D + 1) offsets into lines: document j = lines docs[j] … docs[j+1]
+        meta.json                 counts, skipped lines and why, sources; written last
+      parallel/en-de/
+        src.tokens.u32  src.lines.i64   the first language's side (en)
+        tgt.tokens.u32  tgt.lines.i64   the second language's side (de); line i ↔ line i
+        meta.json
+
+A corpus is written into a hidden temporary directory and renamed into place only once it is
+complete (``meta.json`` included), so an interrupted prepare never leaves a corpus that looks
+whole; what it leaves is a ``.partial-*`` directory that ``TokenStore.partial_corpora()`` lists
+and the next prepare removes. Token ids are little-endian uint32; offsets little-endian int64.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import InfoXLMError
+
+STORE_FORMAT = "infoxlm-token-store"
+STORE_VERSION = 1
+TOKEN_DTYPE = np.dtype("<u4")
+OFFSET_DTYPE = np.dtype("<i8")
+PARTIAL_PREFIX = ".partial-"
+
+
+class StoreError(InfoXLMError):
+    """A token store that is missing, incomplete or written with another tokenizer."""
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(f"{path}: missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise StoreError(f"{path}: not valid JSON ({err})") from None
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _memmap(path: Path, dtype: np.dtype) -> np.ndarray:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise StoreError(f"{path}: missing; the corpus is damaged (prepare it again)") from None
+    if size % dtype.itemsize:
+        raise StoreError(
+            f"{path}: {size} bytes is not a whole number of {dtype.itemsize}-byte values; "
+            "the file is truncated (prepare the corpus again)"
+        )
+    if size == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
+def _check_offsets(offsets: np.ndarray, end: int, path: Path, what: str) -> None:
+    """Offsets must start at 0, never decrease and end at ``end`` (the length they index)."""
+    if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != end:
+        raise StoreError(f"{path}: offsets do not span 0…{end} {what}; the corpus is damaged")
+    # Chunked so that a corpus of billions of lines needs no second copy in memory.
+    step = 1 << 24
+    for start in range(0, len(offsets) - 1, step):
+        window = np.asarray(offsets[start : start + step + 1])
+        if (np.diff(window) < 0).any():
+            raise StoreError(f"{path}: offsets decrease near entry {start}; the corpus is damaged")
+
+
+def _check_token_ids(tokens: np.ndarray, vocab_size: int, path: Path) -> None:
+    step = 1 << 26
+    for start in range(0, len(tokens), step):
+        largest = int(np.asarray(tokens[start : start + step]).max())
+        if largest >= vocab_size:
+            raise StoreError(
+                f"{path}: token id {largest} near position {start} is outside the vocabulary "
+                f"(size {vocab_size}); the corpus is damaged"
+            )
+
+
+def _check_count(meta: dict[str, Any], key: str, actual: int, path: Path) -> None:
+    recorded = meta.get("counts", {}).get(key)
+    if recorded is not None and recorded != actual:
+        raise StoreError(
+            f"{path}/meta.json: records {recorded} {key} but the files hold {actual}; the corpus is damaged"
+        )
+
+
+class TokenSequences:
+    """Variable-length token sequences over one memory-mapped token file and its offsets."""
+
+    def __init__(self, tokens_path: Path, offsets_path: Path):
+        self.tokens_path, self.offsets_path = tokens_path, offsets_path
+        self.tokens = _memmap(tokens_path, TOKEN_DTYPE)  # (num_tokens,)
+        self.offsets = _memmap(offsets_path, OFFSET_DTYPE)  # (num_sequences + 1,)
+        if len(self.offsets) == 0 or self.offsets[-1] != len(self.tokens):
+            raise StoreError(f"{offsets_path}: offsets do not cover {tokens_path.name}; the corpus is damaged")
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        """Token ids of sequence i, uint32 (a view into the memory map)."""
+        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def verify(self, vocab_size: int | None = None) -> None:
+        """Check the offsets fully (and every token id if ``vocab_size`` is given)."""
+        _check_offsets(self.offsets, len(self.tokens), self.offsets_path, "tokens")
+        if vocab_size is not None and len(self.tokens):
+            _check_token_ids(self.tokens, vocab_size, self.tokens_path)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.tokens)
+
+
+@dataclass
+class MonoCorpus:
+    """One language's monolingual text: lines grouped into documents."""
+
+    language: str
+    path: Path
+    lines: TokenSequences
+    doc_offsets: np.ndarray  # (D + 1,) int64 offsets into lines
+    meta: dict[str, Any]
+
+    @classmethod
+    def open(cls, path: Path) -> "MonoCorpus":
+        meta = read_json(path / "meta.json")
+        return cls(
+            language=path.name,
+            path=path,
+            lines=TokenSequences(path / "tokens.u32", path / "lines.i64"),
+            doc_offsets=np.asarray(_memmap(path / "docs.i64", OFFSET_DTYPE)),
+            meta=meta,
+        )
+
+    @property
+    def num_tokens(self) -> int:
+        return self.lines.num_tokens
+
+    @property
+    def num_lines(self) -> int:
+        return len(self.lines)
+
+    @property
+    def num_documents(self) -> int:
+        return len(self.doc_offsets) - 1
+
+    def verify(self, vocab_size: int | None = None) -> None:
+        """Raise StoreError unless offsets, documents and meta.json counts are consistent."""
+        self.lines.verify(vocab_size)
+        _check_offsets(self.doc_offsets, self.num_lines, self.path / "docs.i64", "lines")
+        _check_count(self.meta, "lines", self.num_lines, self.path)
+        _check_count(self.meta, "documents", self.num_documents, self.path)
+        _check_count(self.meta, "tokens", self.num_tokens, self.path)
+
+
+@dataclass
+class ParallelCorpus:
+    """Translation pairs: line i of ``src`` translates line i of ``tgt``."""
+
+    pair: str  # "en-de": src is en, tgt is de
+    path: Path
+    src: TokenSequences
+    tgt: TokenSequences
+    meta: dict[str, Any]
+
+    @classmethod
+    def open(cls, path: Path) -> "ParallelCorpus":
+        meta = read_json(path / "meta.json")
+        corpus = cls(
+            pair=path.name,
+            path=path,
+            src=TokenSequences(path / "src.tokens.u32", path / "src.lines.i64"),
+            tgt=TokenSequences(path / "tgt.tokens.u32", path / "tgt.lines.i64"),
+            meta=meta,
+        )
+        if len(corpus.src) != len(corpus.tgt):
+            raise StoreError(f"{path}: {len(corpus.src)} source lines but {len(corpus.tgt)} target lines")
+        return corpus
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        src, tgt = self.pair.split("-", 1)
+        return src, tgt
+
+    @property
+    def num_pairs(self) -> int:
+        return len(self.src)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.src.num_tokens + self.tgt.num_tokens
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.src[i], self.tgt[i]
+
+    def verify(self, vocab_size: int | None = None) -> None:
+        """Raise StoreError unless both sides' offsets and meta.json counts are consistent."""
+        self.src.verify(vocab_size)
+        self.tgt.verify(vocab_size)
+        _check_count(self.meta, "pairs", self.num_pairs, self.path)
+        _check_count(self.meta, "tokens", self.num_tokens, self.path)
+
+
+class TokenStore:
+    """A store directory: its tokenizer identity and its complete corpora.
+
+    >>> store = TokenStore.open("data/store")          # doctest: +SKIP
+    >>> store.mono["de"].lines[0]                       # doctest: +SKIP
+    memmap([ 1342,  90, ...], dtype=uint32)
+    """
+
+    def __init__(self, root: Path, info: dict[str, Any]):
+        self.root = root
+        self.info = info
+        self.mono: dict[str, MonoCorpus] = {
+            p.name: MonoCorpus.open(p) for p in self._corpus_dirs("mono")
+        }
+        self.parallel: dict[str, ParallelCorpus] = {
+            p.name: ParallelCorpus.open(p) for p in self._corpus_dirs("parallel")
+        }
+
+    @staticmethod
+    def read_info(root: str | Path) -> dict[str, Any]:
+        """store.json of the store at ``root``, checked for format and version."""
+        root = Path(root)
+        if not (root / "store.json").is_file():
+            raise StoreError(f"{root}: not a token store (no store.json); create one with `infoxlm prepare`")
+        info = read_json(root / "store.json")
+        if info.get("format") != STORE_FORMAT or info.get("version") != STORE_VERSION:
+            raise StoreError(
+                f"{root}/store.json: format {info.get('format')!r} version {info.get('version')!r}; "
+                f"expected {STORE_FORMAT!r} version {STORE_VERSION}"
+            )
+        return info
+
+    @classmethod
+    def open(cls, root: str | Path) -> "TokenStore":
+        root = Path(root)
+        return cls(root, cls.read_info(root))
+
+    @classmethod
+    def ensure(cls, root: str | Path, tokenizer_identity: dict[str, Any]) -> bool:
+        """Make ``root`` a store for this tokenizer without opening its corpora.
+
+        Returns True if the store was created now. Raises StoreError if it exists and was
+        written with a different tokenizer. Unlike :meth:`create_or_open` a damaged corpus
+        in the store does not get in the way (prepare replaces it).
+        """
+        root = Path(root)
+        if (root / "store.json").is_file():
+            theirs = cls.read_info(root).get("tokenizer", {}).get("fingerprint")
+            if theirs != tokenizer_identity["fingerprint"]:
+                raise StoreError(
+                    f"{root}: written with tokenizer {theirs[:12] if theirs else None}…, but this tokenizer is "
+                    f"{tokenizer_identity['fingerprint'][:12]}…; use the store's tokenizer or a new --output"
+                )
+            return False
+        if root.exists() and not root.is_dir():
+            raise StoreError(f"{root}: exists and is not a directory; expected a token store directory")
+        root.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(
+            root / "store.json",
+            {"format": STORE_FORMAT, "version": STORE_VERSION, "tokenizer": tokenizer_identity},
+        )
+        return True
+
+    @classmethod
+    def create_or_open(cls, root: str | Path, tokenizer_identity: dict[str, Any]) -> "TokenStore":
+        """Open the store at ``root``, creating it for this tokenizer if it does not exist yet.
+
+        Raises StoreError if the store was written with a different tokenizer.
+        """
+        cls.ensure(root, tokenizer_identity)
+        return cls.open(root)
+
+    def _corpus_dirs(self, kind: str) -> Iterator[Path]:
+        folder = self.root / kind
+        if folder.is_dir():
+            yield from sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def partial_corpora(self) -> list[Path]:
+        """Directories left by an interrupted or failed prepare."""
+        return partial_corpus_dirs(self.root)
+
+    def remove_stale_partials(self) -> list[Path]:
+        """Delete what interrupted prepares left behind (see :func:`remove_stale_partials`)."""
+        return remove_stale_partials(self.root)
+
+    def verify(self, check_token_ids: bool = False) -> None:
+        """Raise StoreError on leftovers of an interrupted prepare or on a damaged corpus.
+
+        Offsets and meta.json counts are always checked; ``check_token_ids`` also reads
+        every token once to check it is inside the vocabulary.
+        """
+        partial = self.partial_corpora()
+        if partial:
+            raise StoreError(
+                f"{partial[0]}: left by an interrupted or failed prepare; run the prepare again "
+                "(it removes this) or delete the directory"
+            )
+        vocab_size = self.vocab_size if check_token_ids else None
+        for corpus in [*self.mono.values(), *self.parallel.values()]:
+            corpus.verify(vocab_size)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.info["tokenizer"]["vocab_size"])
+
+
+def partial_corpus_dirs(root: str | Path) -> list[Path]:
+    """``.partial-*`` directories under ``root/mono`` and ``root/parallel``."""
+    found = []
+    for kind in ("mono", "parallel"):
+        folder = Path(root) / kind
+        if folder.is_dir():
+            found += sorted(p for p in folder.iterdir() if p.name.startswith(PARTIAL_PREFIX))
+    return found
+
+
+def remove_stale_partials(root: str | Path) -> list[Path]:
+    """Delete what interrupted prepares left in the store at ``root``; returns what was removed.
+
+    Works without opening the store's corpora. A partial directory's name ends in the id of
+    the process writing it; one whose process still runs (a prepare of another corpus of
+    the same store, right now) is left alone.
+    """
+    removed = []
+    for path in partial_corpus_dirs(root):
+        if not _writer_is_alive(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _writer_is_alive(partial: Path) -> bool:
+    """Whether the process named at the end of a ``.partial-…-PID`` directory still runs."""
+    pid_text = partial.name.rsplit("-", 1)[-1]
+    if not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False  # our own leftovers (from an earlier failed call) are stale too
+    try:
+        os.kill(int(pid_text), 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+class CorpusWriter:
+    """Writes one corpus into a temporary directory and renames it into place on ``commit``.
+
+    Use as a context manager: leaving the block with an exception removes the temporary
+    directory, and an existing complete corpus of the same name stays untouched until the
+    new one is complete.
+    """
+
+    def __init__(self, store_root: Path, kind: str, name: str):
+        self.final = store_root / kind / name
+        self.tmp = store_root / kind / f"{PARTIAL_PREFIX}{name}-{os.getpid()}"
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp)
+        self.tmp.mkdir(parents=True)
+        self._files: dict[str, Any] = {}
+
+    def append(self, file_name: str, array: np.ndarray, dtype: np.dtype) -> None:
+        """Append values to one of the corpus's binary files (created on first use)."""
+        if file_name not in self._files:
+            self._files[file_name] = open(self.tmp / file_name, "wb")
+        self._files[file_name].write(np.ascontiguousarray(array, dtype=dtype).tobytes())
+
+    def commit(self, meta: dict[str, Any]) -> Path:
+        for f in self._files.values():
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
+        self._files.clear()
+        write_json_atomic(self.tmp / "meta.json", meta)
+        # Swap in the complete corpus; the old one (if any) is removed only after.
+        old = None
+        if self.final.exists():
+            old = self.final.with_name(f"{PARTIAL_PREFIX}old-{self.final.name}-{os.getpid()}")
+            os.replace(self.final, old)
+        os.replace(self.tmp, self.final)
+        if old is not None:
+            shutil.rmtree(old)
+        return self.final
+
+    def abort(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> "CorpusWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
