@@ -17,3 +17,7 @@ class CheckpointError(InfoXLMError):
 
 class TokenizerError(InfoXLMError):
     """A tokenizer directory or tokenizer-training input that cannot be used."""
+
+
+class DataError(InfoXLMError):
+    """Input text, a language code or an option of data preparation that cannot be used."""

@@ -23,7 +23,7 @@ __all__ = ["add_tokenizer_commands", "run_tokenizer_train"]
 
 _TRAIN_DESCRIPTION = """\
 Learn a new XLM-R-style Unigram vocabulary from raw UTF-8 text (one sentence per line;
-.gz/.xz/.bz2 files are read directly) and write tokenizer.json plus transformers configs to
+.gz/.xz/.bz2/.zst files are read directly) and write tokenizer.json plus transformers configs to
 --output. Language l is sampled with probability p_l ∝ (n_l/n)^alpha, n_l being its number
 of non-empty lines; the sample has min(--max-sentences, n) lines, of which language l gets
 round(p_l * sample), repeating lines of languages that have fewer."""
@@ -34,7 +34,7 @@ examples:
   infoxlm tokenizer train --lang-input en=wiki.en.gz en=news.en.gz fr=corpus/fr.txt \\
       --output tok/ --alpha 0.5 --max-sentences 2000000
 
-The language of an --input file is read from its name: drop .gz/.xz/.bz2, then .txt, and
+The language of an --input file is read from its name: drop .gz/.xz/.bz2/.zst, then .txt, and
 take the part after the last dot (de.txt, train.de.txt, wiki.zh-Hans.txt.gz).
 Use --lang-input LANG=FILE for files named otherwise."""
 

@@ -5,6 +5,7 @@ One store holds any number of monolingual corpora (one per language) and paralle
 
     STORE/
       store.json                  format version + the tokenizer's identity (fingerprint, vocab size)
+      tokenizer/                  a copy of that tokenizer (pre-training hands it on to exports)
       mono/de/                    a monolingual corpus
         tokens.u32                every kept line's token ids, concatenated (no <s> / </s>)
         lines.i64                 (N + 1) offsets into tokens: line i = tokens[lines[i]:lines[i+1]]
@@ -205,6 +206,10 @@ class ParallelCorpus:
 
     @property
     def languages(self) -> tuple[str, str]:
+        # meta.json names both sides; needed when a tag has subtags of its own (pt-BR-en).
+        named = self.meta.get("languages")
+        if isinstance(named, dict) and "src" in named and "tgt" in named:
+            return named["src"], named["tgt"]
         src, tgt = self.pair.split("-", 1)
         return src, tgt
 
@@ -416,6 +421,10 @@ class CorpusWriter:
             f.close()
         self._files.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        try:  # the mono/ or parallel/ folder too, if this corpus would have been its first
+            self.tmp.parent.rmdir()
+        except OSError:
+            pass
 
     def __enter__(self) -> "CorpusWriter":
         return self

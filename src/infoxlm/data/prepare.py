@@ -1,0 +1,563 @@
+"""Prepare raw text for pre-training: clean, tokenize and write it into a token store.
+
+Two entry points, one per kind of corpus (the command line calls them):
+
+* :func:`prepare_monolingual` -- files of one language, one sentence or paragraph per line,
+  a blank line ending a document, become ``STORE/mono/<lang>``;
+* :func:`prepare_parallel` -- two line-aligned files (or one two-column TSV file) of an
+  English-xx pair become ``STORE/parallel/<src>-<tgt>``.
+
+The pipeline streams: blocks of ~2 MiB of text are read (:mod:`~infoxlm.data.text_files`),
+cleaned (:mod:`~infoxlm.data.cleaning`), tokenized in one ``encode_batch`` call (which the
+``tokenizers`` library spreads over all cores) and appended to the corpus files, so memory
+does not grow with the input. A corpus is written by :class:`~infoxlm.data.store.CorpusWriter`
+into a ``.partial-*`` directory that becomes the corpus only when complete; any error (bad
+input found half-way, Ctrl-C) removes it, and a store that this call created is removed
+again if it ends up holding no corpus.
+
+Re-running is cheap: meta.json records a fingerprint of the inputs (resolved paths, sizes,
+modification times), the options and the tokenizer; when it matches, nothing is done.
+
+Example::
+
+    >>> result = prepare_monolingual("de", ["de.txt"], "tok/", "store/")   # doctest: +SKIP
+    >>> print(result.summary())                                           # doctest: +SKIP
+    de: 1,000 lines in 12 documents, 23,456 tokens -> store/mono/de
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from infoxlm import __version__
+from infoxlm.data.cleaning import CleaningCounts, clean_lines
+from infoxlm.data.languages import canonical_language, language_name, parse_language_pair
+from infoxlm.data.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
+from infoxlm.data.prefetch import prefetch
+from infoxlm.data.store import (
+    OFFSET_DTYPE,
+    TOKEN_DTYPE,
+    CorpusWriter,
+    MonoCorpus,
+    ParallelCorpus,
+    StoreError,
+    TokenStore,
+    read_json,
+    remove_stale_partials,
+)
+from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, iter_line_blocks
+from infoxlm.errors import DataError
+from infoxlm.tokenizer import Tokenizer
+
+__all__ = ["DEFAULT_MAX_LINE_TOKENS", "PrepareResult", "prepare_monolingual", "prepare_parallel"]
+
+PathLike = str | Path
+
+DEFAULT_MAX_LINE_TOKENS = 512
+# Part of every input fingerprint: bump it when cleaning or tokenizing changes, so that
+# stores prepared by an older version are no longer "up to date".
+PREPARE_VERSION = 1
+
+
+@dataclass
+class PrepareResult:
+    """What a prepare call did: the corpus, its meta.json, and whether it was already there."""
+
+    kind: str  # "mono" or "parallel"
+    name: str  # "de" or "en-de"
+    path: Path
+    meta: dict[str, Any]
+    up_to_date: bool = False
+
+    def summary(self) -> str:
+        """One line for the terminal."""
+        if self.up_to_date:
+            return f"{self.name}: up to date"
+        counts = self.meta["counts"]
+        if self.kind == "mono":
+            text = f"{self.name}: {counts['lines']:,} lines in {counts['documents']:,} documents, "
+        else:
+            text = f"{self.name}: {counts['pairs']:,} pairs, "
+        text += f"{counts['tokens']:,} tokens"
+        skipped = {reason: n for reason, n in self.meta["skipped"].items() if n}
+        if skipped:
+            text += " (skipped " + ", ".join(f"{reason} {n:,}" for reason, n in skipped.items()) + ")"
+        return text + f" -> {self.path}"
+
+
+# --------------------------------------------------------------------------------------
+# Public entry points
+# --------------------------------------------------------------------------------------
+
+
+def prepare_monolingual(
+    language: str,
+    inputs: Sequence[PathLike],
+    tokenizer: Tokenizer | PathLike,
+    output: PathLike,
+    *,
+    max_line_tokens: int = DEFAULT_MAX_LINE_TOKENS,
+    skip_invalid: bool = False,
+    force: bool = False,
+    show_progress: bool = True,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> PrepareResult:
+    """Tokenize monolingual text files into ``output/mono/<language>``.
+
+    Each file holds one sentence or paragraph per line; a blank line (after cleaning) ends
+    a document, and so does the end of a file. Lines with more than ``max_line_tokens``
+    tokens are split into consecutive lines of at most that many, in the same document.
+
+    Raises:
+        DataError: unknown language code, missing or empty file, invalid UTF-8 (unless
+            ``skip_invalid``: such lines are then skipped and counted).
+        StoreError: ``output`` was written with another tokenizer.
+    """
+    language = canonical_language(language)
+    paths = _existing_files(inputs, "--input")
+    job = _Job("mono", language, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes)
+    job.extra_meta = {"language": language, "language_name": language_name(language)}
+    return job.run(force, show_progress, _write_monolingual)
+
+
+def prepare_parallel(
+    pair: str,
+    tokenizer: Tokenizer | PathLike,
+    output: PathLike,
+    *,
+    src: PathLike | None = None,
+    tgt: PathLike | None = None,
+    tsv: PathLike | None = None,
+    allow_non_english: bool = False,
+    max_line_tokens: int = DEFAULT_MAX_LINE_TOKENS,
+    skip_invalid: bool = False,
+    force: bool = False,
+    show_progress: bool = True,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> PrepareResult:
+    """Tokenize translation pairs into ``output/parallel/<src>-<tgt>``.
+
+    Give either ``src`` and ``tgt`` (line i of one translates line i of the other) or
+    ``tsv`` (``source<TAB>target`` per line). A pair is skipped (and counted) when either
+    side is empty after cleaning; sides longer than ``max_line_tokens`` are truncated.
+
+    Raises:
+        DataError: bad pair (unknown code, no English side unless ``allow_non_english``),
+            missing or empty file, line counts that differ, a TSV line without exactly two
+            columns, invalid UTF-8 (unless ``skip_invalid``).
+        StoreError: ``output`` was written with another tokenizer.
+    """
+    src_language, tgt_language = parse_language_pair(pair, allow_non_english)
+    name = f"{src_language}-{tgt_language}"
+    if tsv is not None and (src is not None or tgt is not None):
+        raise DataError("give either --tsv or --src with --tgt, not both")
+    if tsv is not None:
+        paths = _existing_files([tsv], "--tsv")
+    elif src is not None and tgt is not None:
+        paths = _existing_files([src, tgt], "--src/--tgt")
+    else:
+        raise DataError(f"parallel corpus {name} needs --src and --tgt files, or one --tsv file")
+    job = _Job("parallel", name, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes)
+    job.extra_meta = {"languages": {"src": src_language, "tgt": tgt_language}, "format": "tsv" if tsv else "two files"}
+    return job.run(force, show_progress, _write_tsv if tsv is not None else _write_two_files)
+
+
+# --------------------------------------------------------------------------------------
+# The job: validation, up-to-date check, store handling and meta.json around one writer
+# --------------------------------------------------------------------------------------
+
+
+def _existing_files(inputs: Sequence[PathLike], flag: str) -> list[Path]:
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    paths = [Path(p) for p in inputs]
+    if not paths:
+        raise DataError(f"no input files given; expected {flag} FILE")
+    for path in paths:
+        if not path.exists():
+            raise DataError(f"{path}: no such file; expected a UTF-8 text file")
+        if not path.is_file():
+            raise DataError(f"{path}: not a file; expected a UTF-8 text file")
+    return paths
+
+
+@dataclass
+class _Stats:
+    """Everything counted while writing one corpus; becomes part of meta.json."""
+
+    input_lines: int = 0
+    skipped: dict[str, int] = field(
+        default_factory=lambda: {"empty": 0, "invalid_utf8": 0, "no_tokens": 0}
+    )
+    cleaning: CleaningCounts = field(default_factory=CleaningCounts)
+    long_lines: int = 0  # split (mono) or truncated (parallel) for exceeding max_line_tokens
+    lines_per_file: dict[Path, int] = field(default_factory=dict)  # kept lines (or pairs) per file
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class _Job:
+    """One prepare call: inputs, tokenizer, options and the store they go to."""
+
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        paths: list[Path],
+        tokenizer: Tokenizer | PathLike,
+        output: PathLike,
+        max_line_tokens: int,
+        skip_invalid: bool,
+        block_bytes: int,
+    ):
+        if isinstance(max_line_tokens, bool) or not isinstance(max_line_tokens, int) or max_line_tokens < 1:
+            raise DataError(f"max_line_tokens={max_line_tokens!r} is invalid; expected an integer >= 1")
+        self.kind, self.name, self.paths = kind, name, paths
+        self.tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.from_pretrained(tokenizer)
+        self.root = Path(output)
+        self.max_line_tokens = max_line_tokens
+        self.skip_invalid = skip_invalid
+        self.block_bytes = block_bytes
+        self.extra_meta: dict[str, Any] = {}
+        self.stats = _Stats()
+        self._sources: list[dict[str, Any]] | None = None
+
+    @property
+    def corpus_path(self) -> Path:
+        return self.root / self.kind / self.name
+
+    def options(self) -> dict[str, Any]:
+        return {"max_line_tokens": self.max_line_tokens, "skip_invalid": self.skip_invalid}
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Resolved path, size and modification time of each input, taken once per job."""
+        if self._sources is None:
+            self._sources = []
+            for path in self.paths:
+                stat = path.stat()
+                self._sources.append(
+                    {"path": str(path.resolve()), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+                )
+        return self._sources
+
+    def input_fingerprint(self) -> str:
+        """SHA-256 over everything the corpus depends on; equal means nothing to redo."""
+        record = {
+            "prepare_version": PREPARE_VERSION,
+            "kind": self.kind,
+            "name": self.name,
+            "sources": self.sources(),
+            "options": self.options(),
+            "tokenizer": self.tokenizer.fingerprint,
+            **self.extra_meta,
+        }
+        return hashlib.sha256(json.dumps(record, sort_keys=True).encode("utf-8")).hexdigest()
+
+    def existing_corpus_matches(self, fingerprint: str) -> dict[str, Any] | None:
+        """meta.json of an intact corpus prepared from exactly these inputs, else None."""
+        meta_path = self.corpus_path / "meta.json"
+        if not meta_path.is_file():
+            return None
+        try:
+            if read_json(meta_path).get("input_fingerprint") != fingerprint:
+                return None
+            corpus = (MonoCorpus if self.kind == "mono" else ParallelCorpus).open(self.corpus_path)
+            corpus.verify()
+        except StoreError:
+            return None  # damaged: prepare it again
+        return corpus.meta
+
+    def run(self, force: bool, show_progress: bool, write) -> PrepareResult:
+        # The tokenizers library runs encode_batch on all cores unless this says "false";
+        # "true" also keeps it on in a forked child, where it would otherwise switch off.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+        fingerprint = self.input_fingerprint()
+        created = TokenStore.ensure(self.root, self.tokenizer.identity())
+        try:
+            remove_stale_partials(self.root)
+            if not force:
+                meta = self.existing_corpus_matches(fingerprint)
+                if meta is not None:
+                    return PrepareResult(self.kind, self.name, self.corpus_path, meta, up_to_date=True)
+            started = time.monotonic()
+            total_bytes = sum(source["bytes"] for source in self.sources())
+            with tqdm(
+                total=total_bytes,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=self.name,
+                file=sys.stderr,
+                disable=not show_progress,
+                mininterval=0.5,
+                dynamic_ncols=True,
+            ) as progress, CorpusWriter(self.root, self.kind, self.name) as writer:
+                write(self, writer, progress)
+                meta = self.meta(fingerprint, time.monotonic() - started)
+                path = writer.commit(meta)
+            self.keep_tokenizer_copy()
+            return PrepareResult(self.kind, self.name, path, meta)
+        except BaseException:
+            if created:
+                _remove_store_if_empty(self.root)
+            raise
+
+    def keep_tokenizer_copy(self) -> None:
+        """STORE/tokenizer: the store's tokenizer travels with it (pre-training exports it)."""
+        target = self.root / "tokenizer"
+        if target.is_dir():
+            return
+        tmp = self.root / f".tokenizer-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)
+
+    def meta(self, fingerprint: str, seconds: float) -> dict[str, Any]:
+        stats = self.stats
+        changed = {"nfc": stats.cleaning.nfc, "control_characters": stats.cleaning.control_characters}
+        changed["split_long" if self.kind == "mono" else "truncated_long"] = stats.long_lines
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            **self.extra_meta,
+            "tokenizer": self.tokenizer.identity(),
+            "counts": {**stats.counts, "input_lines": stats.input_lines},
+            "skipped": stats.skipped,
+            "changed": changed,
+            "sources": [
+                {**source, "kept": stats.lines_per_file.get(path, 0)}
+                for path, source in zip(self.paths, self.sources())
+            ],
+            "options": self.options(),
+            "input_fingerprint": fingerprint,
+            "prepared_with": {"infoxlm": __version__, "prepare_version": PREPARE_VERSION},
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(seconds, 3),
+        }
+
+    def tokenize(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer.encode_batch(texts, add_special_tokens=False) if texts else []
+
+    def check_not_empty(self, path: Path) -> None:
+        """A file that gave no line of text is a mistake worth stopping for."""
+        if self.stats.lines_per_file.get(path, 0) == 0:
+            why = " (lines that are not valid UTF-8 were skipped)" if self.skip_invalid else ""
+            raise DataError(f"{path}: no non-empty line{why}; expected UTF-8 text, one sentence per line")
+
+
+def _remove_store_if_empty(root: Path) -> None:
+    """Undo the creation of a store that did not get a single corpus."""
+    for kind in ("mono", "parallel"):
+        folder = root / kind
+        if folder.is_dir() and any(folder.iterdir()):
+            return  # another corpus (or another process's partial) is there: keep the store
+    for kind in ("mono", "parallel"):
+        if (root / kind).is_dir():
+            (root / kind).rmdir()
+    (root / "store.json").unlink(missing_ok=True)
+    try:
+        root.rmdir()
+    except OSError:
+        pass  # the user's own files are in it
+
+
+def _flatten(pieces: list[list[int]], total: int) -> np.ndarray:
+    """Concatenate token lists into one uint32 array of length ``total`` without a Python loop."""
+    return np.fromiter(itertools.chain.from_iterable(pieces), dtype=TOKEN_DTYPE, count=total)
+
+
+# --------------------------------------------------------------------------------------
+# Monolingual: read + clean (thread) -> tokenize (thread) -> write (caller)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _MonoBlock:
+    """Cleaned, non-empty lines of one block; ``opens[i]``: ``texts[i]`` follows a boundary."""
+
+    texts: list[str]
+    opens: list[bool]
+    bytes_read: int
+
+
+def _read_monolingual(job: _Job) -> Iterator[_MonoBlock]:
+    """Clean every file's lines, drop empty ones and mark where documents begin."""
+    stats = job.stats
+    for path in job.paths:
+        stats.lines_per_file[path] = 0
+        starts_document = True  # a file begins a document, and so does a blank line
+        for block in iter_line_blocks(path, job.block_bytes, job.skip_invalid):
+            stats.input_lines += len(block.lines)
+            texts: list[str] = []
+            opens: list[bool] = []
+            for line in clean_lines(block.lines, stats.cleaning):
+                if line is None:
+                    stats.skipped["invalid_utf8"] += 1
+                elif not line:
+                    stats.skipped["empty"] += 1
+                    starts_document = True
+                else:
+                    texts.append(line)
+                    opens.append(starts_document)
+                    starts_document = False
+            stats.lines_per_file[path] += len(texts)
+            yield _MonoBlock(texts, opens, block.bytes_read)
+        job.check_not_empty(path)
+
+
+def _write_monolingual(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
+    """Stream every input file into tokens.u32, lines.i64 (N+1) and docs.i64 (D+1)."""
+    blocks = prefetch(_read_monolingual(job), name="prepare-read")
+    encoded = prefetch(((block, job.tokenize(block.texts)) for block in blocks), depth=1, name="prepare-encode")
+    # Closed explicitly (encoded first) so that on an error both threads stop right here.
+    with closing(blocks), closing(encoded):
+        _write_monolingual_blocks(job, writer, progress, encoded)
+
+
+def _write_monolingual_blocks(
+    job: _Job, writer: CorpusWriter, progress: tqdm, encoded: Iterator[tuple[_MonoBlock, list[list[int]]]]
+) -> None:
+    stats, limit = job.stats, job.max_line_tokens
+    num_lines = num_tokens = num_documents = 0
+    pending_start = False  # a document boundary not yet given to a line with tokens
+    writer.append("lines.i64", np.zeros(1), OFFSET_DTYPE)
+    for block, token_lists in encoded:
+        pieces: list[list[int]] = []
+        doc_starts: list[int] = []  # indices of lines that begin a document
+        for ids, opens_document in zip(token_lists, block.opens):
+            pending_start |= opens_document
+            if not ids:  # e.g. only characters the tokenizer's normaliser drops
+                stats.skipped["no_tokens"] += 1
+                continue
+            if pending_start:
+                doc_starts.append(num_lines + len(pieces))
+                pending_start = False
+            if len(ids) <= limit:
+                pieces.append(ids)
+            else:  # too long for one training sequence: consecutive pieces, same document
+                stats.long_lines += 1
+                pieces.extend(ids[start : start + limit] for start in range(0, len(ids), limit))
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        block_tokens = int(lengths.sum())
+        writer.append("tokens.u32", _flatten(pieces, block_tokens), TOKEN_DTYPE)
+        writer.append("lines.i64", num_tokens + np.cumsum(lengths), OFFSET_DTYPE)
+        writer.append("docs.i64", np.asarray(doc_starts, dtype=np.int64), OFFSET_DTYPE)
+        num_documents += len(doc_starts)
+        num_lines += len(pieces)
+        num_tokens += block_tokens
+        progress.update(block.bytes_read)
+        progress.set_postfix_str(f"{num_tokens:,} tokens", refresh=False)
+    if num_lines == 0:
+        raise DataError(f"{', '.join(map(str, job.paths))}: no line produced any token; expected text")
+    writer.append("docs.i64", np.asarray([num_lines]), OFFSET_DTYPE)
+    stats.counts = {"lines": num_lines, "documents": num_documents, "tokens": num_tokens}
+
+
+# --------------------------------------------------------------------------------------
+# Parallel: the same three stages over pairs
+# --------------------------------------------------------------------------------------
+
+
+def _read_pairs(job: _Job, blocks: Iterator[PairBlock]) -> Iterator[tuple[list[str], list[str], int]]:
+    """Clean both sides and keep the pairs whose sides are both non-empty."""
+    stats = job.stats
+    two_files = len(job.paths) == 2
+    for path in job.paths:
+        stats.lines_per_file[path] = 0  # non-empty lines (two files) or kept pairs (TSV)
+    for block in blocks:
+        stats.input_lines += len(block.src)
+        kept_src: list[str] = []
+        kept_tgt: list[str] = []
+        src_lines = clean_lines(block.src, stats.cleaning)
+        tgt_lines = clean_lines(block.tgt, stats.cleaning)
+        for src, tgt in zip(src_lines, tgt_lines):
+            if src is None or tgt is None:
+                stats.skipped["invalid_utf8"] += 1
+            elif not src or not tgt:
+                stats.skipped["empty"] += 1
+            else:
+                kept_src.append(src)
+                kept_tgt.append(tgt)
+        if two_files:
+            stats.lines_per_file[job.paths[0]] += sum(1 for line in src_lines if line)
+            stats.lines_per_file[job.paths[1]] += sum(1 for line in tgt_lines if line)
+        else:
+            stats.lines_per_file[job.paths[0]] += len(kept_src)
+        yield kept_src, kept_tgt, block.bytes_read
+    for path in job.paths:
+        job.check_not_empty(path)
+
+
+def _write_pairs(job: _Job, writer: CorpusWriter, progress: tqdm, blocks: Iterator[PairBlock]) -> None:
+    """Write both sides: {src,tgt}.tokens.u32 and {src,tgt}.lines.i64 (N+1 each)."""
+    cleaned = prefetch(_read_pairs(job, blocks), name="prepare-read")
+    # One encode call for both sides keeps every core busy on the larger batch.
+    encoded = prefetch(
+        ((len(src), job.tokenize(src + tgt), bytes_read) for src, tgt, bytes_read in cleaned),
+        depth=1,
+        name="prepare-encode",
+    )
+    with closing(cleaned), closing(encoded):
+        _write_pair_blocks(job, writer, progress, encoded)
+
+
+def _write_pair_blocks(
+    job: _Job, writer: CorpusWriter, progress: tqdm, encoded: Iterator[tuple[int, list[list[int]], int]]
+) -> None:
+    stats, limit = job.stats, job.max_line_tokens
+    num_pairs = 0
+    num_tokens = {"src": 0, "tgt": 0}
+    for side in ("src", "tgt"):
+        writer.append(f"{side}.lines.i64", np.zeros(1), OFFSET_DTYPE)
+    for num_src, token_lists, bytes_read in encoded:
+        pieces: dict[str, list[list[int]]] = {"src": [], "tgt": []}
+        for src_ids, tgt_ids in zip(token_lists[:num_src], token_lists[num_src:]):
+            if not src_ids or not tgt_ids:
+                stats.skipped["no_tokens"] += 1
+                continue
+            if len(src_ids) > limit or len(tgt_ids) > limit:
+                stats.long_lines += 1
+            pieces["src"].append(src_ids[:limit])
+            pieces["tgt"].append(tgt_ids[:limit])
+        for side, side_pieces in pieces.items():
+            lengths = np.fromiter(map(len, side_pieces), dtype=np.int64, count=len(side_pieces))
+            total = int(lengths.sum())
+            writer.append(f"{side}.tokens.u32", _flatten(side_pieces, total), TOKEN_DTYPE)
+            writer.append(f"{side}.lines.i64", num_tokens[side] + np.cumsum(lengths), OFFSET_DTYPE)
+            num_tokens[side] += total
+        num_pairs += len(pieces["src"])
+        progress.update(bytes_read)
+        progress.set_postfix_str(f"{num_pairs:,} pairs", refresh=False)
+    if num_pairs == 0:
+        raise DataError(f"{', '.join(map(str, job.paths))}: no pair has text on both sides; expected translations")
+    stats.counts = {
+        "pairs": num_pairs,
+        "src_tokens": num_tokens["src"],
+        "tgt_tokens": num_tokens["tgt"],
+        "tokens": num_tokens["src"] + num_tokens["tgt"],
+    }
+
+
+def _write_two_files(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
+    src_path, tgt_path = job.paths
+    blocks = read_aligned_pairs(src_path, tgt_path, job.block_bytes, job.skip_invalid)
+    _write_pairs(job, writer, progress, blocks)
+
+
+def _write_tsv(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
+    blocks = read_tsv_pairs(job.paths[0], job.block_bytes, job.skip_invalid)
+    _write_pairs(job, writer, progress, blocks)

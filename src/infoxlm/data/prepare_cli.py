@@ -1,0 +1,181 @@
+"""``infoxlm prepare …``: turn raw text into a token store, and report on a store.
+
+The main command line (``infoxlm.cli``) calls :func:`add_prepare_commands` with its
+sub-parsers object; each command stores its handler as ``func`` (``args.func(args)``
+returns the exit code). :func:`main` runs the commands on their own, which is what
+``python -m infoxlm.data.prepare_cli`` does. Bad input is raised as an
+:class:`~infoxlm.errors.InfoXLMError` and printed on one line.
+
+Examples::
+
+    infoxlm prepare mono --lang de --input de.txt news.de.txt.gz --tokenizer tok/ --output store/
+    infoxlm prepare parallel --pair en-de --src en.txt --tgt de.txt --tokenizer tok/ --output store/
+    infoxlm prepare parallel --pair en-sw --tsv en-sw.tsv.zst --tokenizer tok/ --output store/
+    infoxlm prepare inspect store/ --alpha 0.7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from infoxlm.data.prepare import DEFAULT_MAX_LINE_TOKENS, prepare_monolingual, prepare_parallel
+from infoxlm.data.store_report import DEFAULT_ALPHA, format_report, store_report
+from infoxlm.errors import InfoXLMError
+
+__all__ = ["add_prepare_commands", "main"]
+
+_INPUT_HELP = """\
+Input: UTF-8 text, one sentence or paragraph per line, plain or compressed (.gz, .xz,
+.bz2, .zst). Every line is NFC-normalised, control characters and invisible formatting
+characters are removed (ZWJ/ZWNJ kept), and lines that end up empty are skipped and counted.
+Output: STORE/{mono/LANG | parallel/SRC-TGT}/ with uint32 token ids, int64 offsets and
+meta.json; STORE/store.json names the tokenizer, and every corpus of a store must use it.
+Running the same command again does nothing ("LANG: up to date") unless an input, an option
+or the tokenizer changed, or --force is given."""
+
+
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tokenizer", required=True, type=Path, metavar="DIR",
+        help="directory with tokenizer.json or sentencepiece.bpe.model (or either file)",
+    )  # fmt: skip
+    parser.add_argument("--output", required=True, type=Path, metavar="STORE", help="token store directory")
+    parser.add_argument(
+        "--max-line-tokens", type=int, default=DEFAULT_MAX_LINE_TOKENS, metavar="N",
+        help=f"longest line in tokens (default: {DEFAULT_MAX_LINE_TOKENS})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--skip-invalid", action="store_true",
+        help="skip (and count) lines that are not valid UTF-8 instead of stopping",
+    )  # fmt: skip
+    parser.add_argument("--force", action="store_true", help="prepare again even if the corpus is up to date")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``prepare mono``, ``prepare parallel`` and ``prepare inspect``."""
+    prepare = subparsers.add_parser(
+        "prepare",
+        help="tokenize raw text into a token store; inspect a store",
+        description="Tokenize monolingual and parallel text into a token store for pre-training.",
+    )
+    commands = prepare.add_subparsers(dest="prepare_command", metavar="COMMAND", required=True)
+
+    mono = commands.add_parser(
+        "mono",
+        help="add one language's monolingual text to a store",
+        description="Tokenize one language's text into STORE/mono/LANG. A blank line ends a "
+        "document; lines longer than --max-line-tokens are split into consecutive lines.",
+        epilog=_INPUT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mono.add_argument("--lang", required=True, help="ISO 639 code, optionally with subtags: de, fil, zh-Hans")
+    mono.add_argument(
+        "--input", required=True, nargs="+", action="extend", type=Path, metavar="FILE",
+        help="text files of that language, read in the order given",
+    )  # fmt: skip
+    _add_common_options(mono)
+    mono.set_defaults(func=run_prepare_mono)
+
+    parallel = commands.add_parser(
+        "parallel",
+        help="add an English-xx translation corpus to a store",
+        description="Tokenize translation pairs into STORE/parallel/SRC-TGT. A pair with an "
+        "empty side is skipped; sides longer than --max-line-tokens are truncated.",
+        epilog=_INPUT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parallel.add_argument("--pair", required=True, help="SRC-TGT, e.g. en-de (--src is SRC, --tgt is TGT)")
+    parallel.add_argument("--src", type=Path, metavar="FILE", help="source-language side, one sentence per line")
+    parallel.add_argument("--tgt", type=Path, metavar="FILE", help="target-language side, line-aligned with --src")
+    parallel.add_argument("--tsv", type=Path, metavar="FILE", help="instead of --src/--tgt: source<TAB>target lines")
+    parallel.add_argument(
+        "--allow-non-english-pair", action="store_true",
+        help="accept a pair without English (InfoXLM pivots on English)",
+    )  # fmt: skip
+    _add_common_options(parallel)
+    parallel.set_defaults(func=run_prepare_parallel)
+
+    inspect = commands.add_parser(
+        "inspect",
+        help="counts per corpus and the sampling probabilities training will use",
+        description="Print per-corpus counts and the sampling probabilities p_l ∝ (n_l/n)^alpha "
+        "(n counted in tokens, monolingual and parallel corpora separately). Exits non-zero "
+        "if the store is incomplete or damaged.",
+    )
+    inspect.add_argument("store", type=Path, metavar="STORE")
+    inspect.add_argument(
+        "--alpha", type=float, default=DEFAULT_ALPHA,
+        help=f"sampling exponent in (0, 1] (default: {DEFAULT_ALPHA})",
+    )  # fmt: skip
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument(
+        "--check-token-ids", action="store_true",
+        help="also read every token and check it is inside the vocabulary (reads the whole store)",
+    )  # fmt: skip
+    inspect.set_defaults(func=run_prepare_inspect)
+    return prepare
+
+
+def run_prepare_mono(args: argparse.Namespace) -> int:
+    result = prepare_monolingual(
+        args.lang,
+        args.input,
+        args.tokenizer,
+        args.output,
+        max_line_tokens=args.max_line_tokens,
+        skip_invalid=args.skip_invalid,
+        force=args.force,
+        show_progress=not args.no_progress,
+    )
+    print(result.summary())
+    return 0
+
+
+def run_prepare_parallel(args: argparse.Namespace) -> int:
+    result = prepare_parallel(
+        args.pair,
+        args.tokenizer,
+        args.output,
+        src=args.src,
+        tgt=args.tgt,
+        tsv=args.tsv,
+        allow_non_english=args.allow_non_english_pair,
+        max_line_tokens=args.max_line_tokens,
+        skip_invalid=args.skip_invalid,
+        force=args.force,
+        show_progress=not args.no_progress,
+    )
+    print(result.summary())
+    return 0
+
+
+def run_prepare_inspect(args: argparse.Namespace) -> int:
+    report = store_report(args.store, alpha=args.alpha, check_token_ids=args.check_token_ids)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(format_report(report))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``infoxlm prepare`` on its own: ``main(["mono", "--lang", "de", ...])``."""
+    parser = argparse.ArgumentParser(prog="infoxlm")
+    add_prepare_commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
+    args = parser.parse_args(["prepare", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.func(args)
+    except InfoXLMError as err:
+        print(f"infoxlm: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("infoxlm: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

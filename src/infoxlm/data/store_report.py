@@ -1,0 +1,141 @@
+"""What a token store holds, and how training will sample from it (``infoxlm prepare inspect``).
+
+Training draws monolingual text (MMLM) and parallel text (TLM, XLCO) from separate pools,
+so probabilities are computed per pool with XLM-R's smoothing, n counted in tokens:
+
+    p_l ∝ (n_l / n) ** alpha        (alpha = 0.7 by default, as for XLM-R's training data)
+
+where n_l is the number of tokens of language l (of both sides, for a pair). The report is
+produced only for a complete store: a missing ``store.json``, no corpus at all, a
+``.partial-*`` leftover of an interrupted prepare or a damaged corpus raise
+:class:`~infoxlm.data.store.StoreError` instead.
+"""
+
+from __future__ import annotations
+
+import numbers
+from pathlib import Path
+from typing import Any
+
+from infoxlm.data.sampling import language_probabilities
+from infoxlm.data.store import StoreError, TokenStore
+from infoxlm.errors import DataError
+
+__all__ = ["DEFAULT_ALPHA", "format_report", "store_report"]
+
+DEFAULT_ALPHA = 0.7
+
+
+def store_report(root: str | Path, alpha: float = DEFAULT_ALPHA, check_token_ids: bool = False) -> dict[str, Any]:
+    """Counts per corpus and the sampling probabilities, as a JSON-serialisable dict.
+
+    Raises:
+        StoreError: not a store, no corpora, leftovers of an interrupted prepare, or a
+            damaged corpus (offsets that do not match the token file, counts that disagree
+            with meta.json, token ids outside the vocabulary if ``check_token_ids``).
+        DataError: ``alpha`` outside (0, 1].
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha <= 1:
+        raise DataError(f"alpha={alpha!r} is invalid; expected a number in (0, 1]")
+    store = TokenStore.open(root)
+    store.verify(check_token_ids=check_token_ids)
+    if not store.mono and not store.parallel:
+        raise StoreError(f"{store.root}: holds no corpus yet; add one with `infoxlm prepare mono` or `parallel`")
+
+    mono = {
+        language: {
+            "lines": corpus.num_lines,
+            "documents": corpus.num_documents,
+            "tokens": corpus.num_tokens,
+            "skipped": corpus.meta.get("skipped", {}),
+        }
+        for language, corpus in store.mono.items()
+    }
+    parallel = {
+        pair: {
+            "pairs": corpus.num_pairs,
+            "src_tokens": corpus.src.num_tokens,
+            "tgt_tokens": corpus.tgt.num_tokens,
+            "tokens": corpus.num_tokens,
+            "skipped": corpus.meta.get("skipped", {}),
+        }
+        for pair, corpus in store.parallel.items()
+    }
+    for pool in (mono, parallel):
+        if pool and any(entry["tokens"] for entry in pool.values()):
+            probabilities = language_probabilities({name: entry["tokens"] for name, entry in pool.items()}, alpha)
+            for name, entry in pool.items():
+                entry["probability"] = probabilities[name]
+    return {
+        "store": str(store.root),
+        "tokenizer": store.info.get("tokenizer", {}),
+        "alpha": float(alpha),
+        "sampling": "p_l ∝ (n_l/n)^alpha with n_l = tokens of l, per pool (mono, parallel)",
+        "mono": mono,
+        "parallel": parallel,
+    }
+
+
+def _skipped_text(skipped: dict[str, int]) -> str:
+    parts = [f"{reason} {count:,}" for reason, count in skipped.items() if count]
+    return ", ".join(parts) or "-"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The report as aligned text tables (what ``infoxlm prepare inspect`` prints)."""
+    tokenizer = report["tokenizer"]
+    lines = [
+        f"store {report['store']}: tokenizer {tokenizer.get('file', '?')} "
+        f"(sha256 {str(tokenizer.get('fingerprint', '?'))[:12]}…, vocab {tokenizer.get('vocab_size', 0):,})",
+        "",
+    ]
+    alpha = report["alpha"]
+
+    lines.append(f"Monolingual corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in tokens")
+    if report["mono"]:
+        rows = [("lang", "lines", "documents", "tokens", "p", "skipped")]
+        for language, entry in report["mono"].items():
+            rows.append(
+                (
+                    language,
+                    f"{entry['lines']:,}",
+                    f"{entry['documents']:,}",
+                    f"{entry['tokens']:,}",
+                    f"{entry.get('probability', 0.0):.4f}",
+                    _skipped_text(entry["skipped"]),
+                )
+            )
+        lines += _table(rows)
+    else:
+        lines.append("  none")
+    lines.append("")
+
+    lines.append(f"Parallel corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in tokens (both sides)")
+    if report["parallel"]:
+        rows = [("pair", "pairs", "tokens", "p", "skipped")]
+        for pair, entry in report["parallel"].items():
+            rows.append(
+                (
+                    pair,
+                    f"{entry['pairs']:,}",
+                    f"{entry['tokens']:,}",
+                    f"{entry.get('probability', 0.0):.4f}",
+                    _skipped_text(entry["skipped"]),
+                )
+            )
+        lines += _table(rows)
+    else:
+        lines.append("  none")
+    return "\n".join(lines)
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    """Left-align the first and last column, right-align the numbers between them."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(width) for cell, width in zip(row[1:-1], widths[1:-1])]
+        cells.append(row[-1])
+        out.append("  " + "  ".join(cells))
+    return out

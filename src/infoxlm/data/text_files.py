@@ -1,0 +1,259 @@
+"""Reading raw UTF-8 text files, plain or compressed, line by line or block by block.
+
+One implementation serves every reader of raw text (tokenizer training, ``infoxlm prepare``):
+
+* compression is recognised by suffix: ``.gz``, ``.xz`` / ``.lzma``, ``.bz2`` and ``.zst``
+  (Zstandard, through the ``zstandard`` package) are decompressed while streaming;
+* a line ends at ``\\n``; a ``\\r`` before it is dropped, and a UTF-8 byte-order mark at the
+  start of the file is not text;
+* invalid UTF-8 is reported as ``FILE:LINE: invalid UTF-8 at byte N (0xHH)`` with N counted
+  from 1 within the line, or, when asked, the line is handed over as ``None`` so the caller
+  can skip and count it.
+
+Large corpora are read in blocks of a few megabytes (:func:`iter_line_blocks`): a block is
+decoded with one ``bytes.decode`` call and split at ``\\n`` (never ``str.splitlines``, which
+also splits at form feeds and Unicode line separators), so memory stays flat and Python does
+no per-line work unless a block holds invalid UTF-8. :attr:`LineBlock.bytes_read` counts the
+bytes taken from the file on disk (compressed bytes for compressed files), so progress over
+a file's size is exact.
+
+Example::
+
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "de.txt"
+    >>> _ = path.write_bytes("\\ufeffeins\\r\\n\\nzwei\\n".encode())
+    >>> list(iter_lines(path))
+    [(1, 'eins'), (2, ''), (3, 'zwei')]
+    >>> list(read_text_lines(path))
+    [(1, 'eins'), (3, 'zwei')]
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import unicodedata
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Callable
+
+from infoxlm.errors import DataError
+
+__all__ = [
+    "COMPRESSION_SUFFIXES",
+    "DEFAULT_BLOCK_BYTES",
+    "LineBlock",
+    "count_all_lines",
+    "count_text_lines",
+    "iter_line_blocks",
+    "iter_lines",
+    "open_binary",
+    "read_text_lines",
+]
+
+PathLike = str | Path
+
+# 2 MiB of raw text per block: large enough that per-block overheads vanish, small enough
+# that the few blocks a pipeline holds (text and token ids) fit in tens of megabytes.
+DEFAULT_BLOCK_BYTES = 2 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+
+
+def _open_zstd(raw: IO[bytes]) -> IO[bytes]:
+    try:
+        import zstandard
+    except ImportError:  # a declared dependency, but say what to do if it is missing
+        raise DataError("reading .zst files needs the zstandard package; pip install zstandard") from None
+    # read_across_frames: files made by concatenating .zst files hold several frames.
+    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+
+
+# Decompressing readers over an already opened raw file, so the raw file's position tells
+# how much of the file on disk has been consumed.
+_DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
+    ".gz": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
+    ".xz": lzma.LZMAFile,
+    ".lzma": lzma.LZMAFile,
+    ".bz2": bz2.BZ2File,
+    ".zst": _open_zstd,
+}
+COMPRESSION_SUFFIXES = tuple(_DECOMPRESSORS)
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that mean "the (compressed) file is damaged or unreadable"."""
+    errors: list[type[BaseException]] = [OSError, EOFError, lzma.LZMAError, zlib.error]
+    try:
+        import zstandard
+
+        errors.append(zstandard.ZstdError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def _open_raw(path: Path) -> IO[bytes]:
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file; expected a UTF-8 text file") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory; expected a UTF-8 text file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot open ({exc.strerror or exc}); expected a readable text file") from None
+
+
+def open_binary(path: PathLike) -> IO[bytes]:
+    """The decompressed bytes of ``path`` (compression chosen by suffix), as a binary stream.
+
+    Raises:
+        DataError: the file is missing, a directory or unreadable.
+    """
+    path = Path(path)
+    raw = _open_raw(path)
+    decompressor = _DECOMPRESSORS.get(path.suffix.lower())
+    if decompressor is None:
+        return raw
+    try:
+        return decompressor(raw)
+    except BaseException:
+        raw.close()
+        raise
+
+
+@dataclass
+class LineBlock:
+    """Consecutive lines of one file: ``lines[i]`` is line ``first_line + i`` (1-based).
+
+    A line holds its text without the line break; it is ``None`` when it is not valid UTF-8
+    and the reader was asked to skip such lines. ``bytes_read`` is how many bytes of the file
+    on disk were consumed since the previous block.
+    """
+
+    path: Path
+    first_line: int
+    lines: list[str | None]
+    bytes_read: int
+
+
+def _invalid_utf8(path: Path, first_line: int, body: bytes, position: int, bom_length: int) -> DataError:
+    """The one-line error for invalid UTF-8 at byte ``position`` of ``body``."""
+    line_index = body.count(b"\n", 0, position)
+    line_start = body.rfind(b"\n", 0, position) + 1
+    column = position - line_start + 1 + (bom_length if first_line + line_index == 1 else 0)
+    return DataError(
+        f"{path}:{first_line + line_index}: invalid UTF-8 at byte {column} (0x{body[position]:02x}); "
+        "expected UTF-8 text"
+    )
+
+
+def _decode_lines(
+    path: Path, first_line: int, body: bytes, skip_invalid: bool, bom_length: int
+) -> list[str | None]:
+    """Split a block of whole lines (no final ``\\n``) into decoded lines."""
+    if b"\r" in body:
+        body = body.replace(b"\r\n", b"\n")
+    try:
+        return body.decode("utf-8").split("\n")  # the fast path: one decode per block
+    except UnicodeDecodeError as exc:
+        if not skip_invalid:
+            raise _invalid_utf8(path, first_line, body, exc.start, bom_length) from None
+    # Slow path, only for blocks that hold invalid UTF-8: decode line by line.
+    lines: list[str | None] = []
+    for raw_line in body.split(b"\n"):
+        try:
+            lines.append(raw_line.decode("utf-8"))
+        except UnicodeDecodeError:
+            lines.append(None)
+    return lines
+
+
+def iter_line_blocks(
+    path: PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES, skip_invalid: bool = False
+) -> Iterator[LineBlock]:
+    """Stream a text file as :class:`LineBlock` s of about ``block_bytes`` decompressed bytes.
+
+    Every line of the file appears exactly once, blank lines included; an empty file yields
+    nothing. A line longer than ``block_bytes`` makes its block longer, never splits.
+
+    Raises:
+        DataError: missing or unreadable file, damaged compressed data (``FILE:LINE: cannot
+            read``), or invalid UTF-8 (``FILE:LINE: invalid UTF-8 at byte N``) unless
+            ``skip_invalid``, in which case such lines come back as ``None``.
+    """
+    path = Path(path)
+    raw = _open_raw(path)
+    read_errors = _read_errors()
+    next_line = 1  # number of the first line not yet yielded
+    try:
+        decompressor = _DECOMPRESSORS.get(path.suffix.lower())
+        stream = decompressor(raw) if decompressor else raw
+        with raw, stream:
+            carry = b""  # the start of a line whose end has not been read yet
+            at_start, bom_length = True, 0
+            reported = 0  # raw bytes already attributed to earlier blocks
+            while True:
+                data = stream.read(block_bytes)
+                final = not data
+                buffer = carry + data
+                if at_start and (len(buffer) >= len(_BOM) or final or b"\n" in buffer):
+                    if buffer.startswith(_BOM):
+                        buffer, bom_length = buffer[len(_BOM) :], len(_BOM)
+                    at_start = False
+                if final:
+                    body, carry = buffer, b""
+                    if not body:
+                        break
+                else:
+                    cut = buffer.rfind(b"\n")
+                    if cut < 0:  # no complete line yet: keep reading
+                        carry = buffer
+                        continue
+                    body, carry = buffer[:cut], buffer[cut + 1 :]
+                if body.endswith(b"\r"):  # the "\r" of the block's last "\r\n" (or of EOF)
+                    body = body[:-1]
+                lines = _decode_lines(path, next_line, body, skip_invalid, bom_length)
+                position = raw.tell()
+                yield LineBlock(path, next_line, lines, position - reported)
+                reported = position
+                next_line += len(lines)
+                if final:
+                    break
+    except read_errors as exc:
+        raise DataError(f"{path}:{next_line}: cannot read ({exc}); expected an intact file") from None
+
+
+def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
+    """``(line_number, text)`` for every line, blank ones included; invalid UTF-8 raises."""
+    for block in iter_line_blocks(path):
+        yield from enumerate(block.lines, start=block.first_line)  # type: ignore[misc]
+
+
+def read_text_lines(path: PathLike) -> Iterator[tuple[int, str]]:
+    """``(line_number, NFC text)`` for every line that is not blank (whitespace only)."""
+    for number, text in iter_lines(path):
+        if text.strip():
+            yield number, unicodedata.normalize("NFC", text)
+
+
+def count_text_lines(path: PathLike) -> int:
+    """Number of lines that are not blank (validating UTF-8 on the way)."""
+    return sum(1 for number, text in iter_lines(path) if text.strip())
+
+
+def count_all_lines(path: PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
+    """Number of lines, blank ones included, counted without decoding (so never an error
+    for invalid UTF-8): what :func:`iter_line_blocks` would yield in all."""
+    path = Path(path)
+    count, last = 0, b""
+    try:
+        with open_binary(path) as stream:
+            while data := stream.read(block_bytes):
+                count += data.count(b"\n")
+                last = data[-1:]
+    except _read_errors() as exc:
+        raise DataError(f"{path}: cannot read ({exc}); expected an intact file") from None
+    return count + (1 if last not in (b"", b"\n") else 0)

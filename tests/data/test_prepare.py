@@ -1,0 +1,486 @@
+"""Tests for infoxlm.data.prepare, prepare_cli and store_report: text -> token store -> text.
+
+Round trips use XLM-R's real 250,002-piece tokenizer (it covers every script); command-line
+runs use the small tokenizer of the shared ``tiny_model_dir`` fixture, which loads fast. The
+bad-input cases run the real ``infoxlm`` command in subprocesses, all started at once.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+import shutil
+import subprocess
+import sys
+import unicodedata
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zstandard
+
+from infoxlm.cli import main as infoxlm_main
+from infoxlm.data import prepare as prepare_module
+from infoxlm.data.cleaning import clean_text
+from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
+from infoxlm.data.prepare_cli import main as prepare_main
+from infoxlm.data.sampling import language_probabilities
+from infoxlm.data.store import PARTIAL_PREFIX, CorpusWriter, StoreError, TokenStore, partial_corpus_dirs
+from infoxlm.data.store_report import store_report
+from infoxlm.errors import DataError
+from infoxlm.tokenizer import Tokenizer
+
+# One sentence per script; each decodes back to itself under XLM-R's tokenizer.
+SCRIPTS = [
+    "Über den Wolken muss die Freiheit wohl grenzenlos sein.",
+    "Съешь же ещё этих мягких французских булок, да выпей чаю.",
+    "猫睡在温暖的沙发上。",
+    "اللغة العربية من أكثر اللغات انتشارا في العالم.",
+    "हिंदी भारत की एक प्रमुख भाषा है।",
+    "Η Αθήνα είναι η πρωτεύουσα της Ελλάδας.",
+    "東京は日本の首都です。",
+    "서울은 한국의 수도입니다.",
+    "Tiếng Việt có nhiều dấu thanh điệu khác nhau.",
+    "שלום עולם, מה שלומך?",
+]
+# The same text as it may arrive: decomposed (NFD), with tabs, controls and invisible marks.
+RAW = [
+    unicodedata.normalize("NFD", SCRIPTS[0]),
+    SCRIPTS[1].replace(" ", "\t", 1),
+    SCRIPTS[2] + "\x00",
+    "\u200f" + SCRIPTS[3],
+    SCRIPTS[4],
+    "",
+    SCRIPTS[5].replace("Αθήνα", "Αθή\u00adνα"),
+    unicodedata.normalize("NFD", SCRIPTS[6]),
+    unicodedata.normalize("NFD", SCRIPTS[7]),
+    "   ",
+    unicodedata.normalize("NFD", SCRIPTS[8]),
+    SCRIPTS[9] + "\r",
+]
+
+COMPRESS = {
+    "": lambda data: data,
+    ".gz": gzip.compress,
+    ".xz": lzma.compress,
+    ".bz2": bz2.compress,
+    ".zst": lambda data: zstandard.ZstdCompressor().compress(data),
+}
+
+
+@pytest.fixture(scope="session")
+def xlmr():
+    pytest.importorskip("semantra_multilingual")
+    import semantra_multilingual
+
+    return Tokenizer.from_pretrained(Path(semantra_multilingual.__file__).parent / "assets" / "multilingual-e5-small")
+
+
+def write_text(path: Path, lines: list[str], final_newline: bool = True) -> Path:
+    data = ("\n".join(lines) + ("\n" if final_newline else "")).encode("utf-8")
+    path.write_bytes(COMPRESS[path.suffix if path.suffix in COMPRESS else ""](data))
+    return path
+
+
+def decoded_lines(tokenizer: Tokenizer, sequences) -> list[str]:
+    return [tokenizer.decode(sequences[i].tolist()) for i in range(len(sequences))]
+
+
+# --------------------------------------------------------------------------------------
+# Round trips and counts
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", list(COMPRESS))
+def test_round_trip_text_store_text(tmp_path, xlmr, suffix):
+    path = write_text(tmp_path / f"mixed.txt{suffix}", RAW)
+    result = prepare_monolingual("de", [path], xlmr, tmp_path / "store", show_progress=False)
+    corpus = TokenStore.open(tmp_path / "store").mono["de"]
+    expected = [clean_text(line) for line in RAW if clean_text(line)]
+    assert expected == SCRIPTS  # what cleaning promises: NFC, no controls, no invisible marks
+    assert decoded_lines(xlmr, corpus.lines) == SCRIPTS
+    # The stored ids are exactly the tokenizer's.
+    assert [corpus.lines[i].tolist() for i in range(corpus.num_lines)] == xlmr.encode_batch(
+        SCRIPTS, add_special_tokens=False
+    )
+    meta = result.meta
+    assert meta["counts"] == {
+        "lines": 10,
+        "documents": 3,  # blank lines at 6 and 10 split the file
+        "tokens": corpus.num_tokens,
+        "input_lines": len(RAW),
+    }
+    assert meta["skipped"] == {"empty": 2, "invalid_utf8": 0, "no_tokens": 0}
+    assert meta["changed"] == {"nfc": 4, "control_characters": 4, "split_long": 0}  # "\r\n" is a line break
+    assert meta["sources"][0]["bytes"] == path.stat().st_size and meta["sources"][0]["kept"] == 10
+    assert meta["tokenizer"] == xlmr.identity() and meta["language_name"] == "German"
+    assert TokenStore.open(tmp_path / "store").info["tokenizer"] == xlmr.identity()
+
+
+def test_documents_end_at_blank_lines_and_at_file_ends(tmp_path, xlmr):
+    first = write_text(tmp_path / "a.txt", ["eins", "zwei", "", "", "drei", "\x00", "vier", "\u200b"])
+    second = write_text(tmp_path / "b.txt", ["fünf", "", "sechs"], final_newline=False)
+    prepare_monolingual("de", [first, second], xlmr, tmp_path / "store", show_progress=False)
+    corpus = TokenStore.open(tmp_path / "store").mono["de"]
+    assert decoded_lines(xlmr, corpus.lines) == ["eins", "zwei", "drei", "vier", "fünf", "sechs"]
+    # Documents: [eins zwei] [drei] [vier] [fünf] [sechs]; a line that cleans to nothing is blank.
+    assert corpus.doc_offsets.tolist() == [0, 2, 3, 4, 5, 6]
+    assert corpus.meta["skipped"]["empty"] == 5
+    assert corpus.meta["changed"]["control_characters"] == 2
+    assert [s["kept"] for s in corpus.meta["sources"]] == [4, 2]
+
+
+def test_small_blocks_give_the_same_store(tmp_path, xlmr):
+    path = write_text(tmp_path / "de.txt", RAW * 3)
+    prepare_monolingual("de", [path], xlmr, tmp_path / "big", show_progress=False)
+    prepare_monolingual("de", [path], xlmr, tmp_path / "small", show_progress=False, block_bytes=50)
+    for name in ("tokens.u32", "lines.i64", "docs.i64"):
+        assert (tmp_path / "big/mono/de" / name).read_bytes() == (tmp_path / "small/mono/de" / name).read_bytes()
+
+
+def test_long_lines_are_split_in_mono_and_truncated_in_parallel(tmp_path, xlmr):
+    long_line = SCRIPTS[0] + " " + SCRIPTS[8]
+    full = xlmr.encode(long_line, add_special_tokens=False)
+    assert len(full) > 8
+    path = write_text(tmp_path / "de.txt", ["kurz", long_line])
+    result = prepare_monolingual("de", [path], xlmr, tmp_path / "store", max_line_tokens=8, show_progress=False)
+    corpus = TokenStore.open(tmp_path / "store").mono["de"]
+    lengths = corpus.lines.lengths().tolist()
+    assert lengths[1:] == [8] * (len(full) // 8) + ([len(full) % 8] if len(full) % 8 else [])
+    assert np.concatenate([corpus.lines[i] for i in range(1, corpus.num_lines)]).tolist() == full
+    assert corpus.doc_offsets.tolist() == [0, corpus.num_lines]  # still one document
+    assert result.meta["changed"]["split_long"] == 1
+
+    en = write_text(tmp_path / "en.txt", ["short", long_line])
+    de = write_text(tmp_path / "de2.txt", ["kurz", "lang"])
+    result = prepare_parallel(
+        "en-de", xlmr, tmp_path / "store", src=en, tgt=de, max_line_tokens=8, show_progress=False
+    )
+    pair = TokenStore.open(tmp_path / "store").parallel["en-de"]
+    assert pair.src[1].tolist() == full[:8]
+    assert result.meta["changed"]["truncated_long"] == 1
+
+
+def test_languages_and_pairs_share_one_store(tmp_path, xlmr):
+    store = tmp_path / "store"
+    prepare_monolingual("de", [write_text(tmp_path / "de.txt", [SCRIPTS[0]])], xlmr, store, show_progress=False)
+    prepare_monolingual("rus", [write_text(tmp_path / "ru.txt.gz", [SCRIPTS[1]])], xlmr, store, show_progress=False)
+    en = write_text(tmp_path / "en.txt", ["Hello world.", "", "How are you?", "Fine."])
+    de = write_text(tmp_path / "de.txt.zst", ["Hallo Welt.", "leer", "Wie geht es dir?", ""])
+    result = prepare_parallel("en-de", xlmr, store, src=en, tgt=de, show_progress=False)
+    assert result.meta["skipped"]["empty"] == 2  # a pair with an empty side is skipped
+    tsv = write_text(tmp_path / "en-zh.tsv", ["Hello.\t你好。", "Thank you.\t谢谢。", ""])
+    prepare_parallel("en-zh-Hans", xlmr, store, tsv=tsv, show_progress=False)
+
+    opened = TokenStore.open(store)
+    assert sorted(opened.mono) == ["de", "ru"]  # rus is spelled ru
+    assert sorted(opened.parallel) == ["en-de", "en-zh-Hans"]
+    pair = opened.parallel["en-de"]
+    assert decoded_lines(xlmr, pair.src) == ["Hello world.", "How are you?"]
+    assert decoded_lines(xlmr, pair.tgt) == ["Hallo Welt.", "Wie geht es dir?"]
+    zh = opened.parallel["en-zh-Hans"]
+    assert zh.languages == ("en", "zh-Hans") and decoded_lines(xlmr, zh.tgt) == ["你好。", "谢谢。"]
+    assert zh.meta["counts"]["pairs"] == 2 and zh.meta["skipped"]["empty"] == 1
+    opened.verify(check_token_ids=True)
+    assert Tokenizer.from_pretrained(store / "tokenizer").fingerprint == xlmr.fingerprint  # travels with the store
+
+
+def test_skip_invalid_counts_instead_of_stopping(tmp_path, xlmr):
+    path = tmp_path / "de.txt"
+    path.write_bytes(b"gut\nschle\xcfcht\nauch gut\n")
+    with pytest.raises(DataError, match=r"de\.txt:2: invalid UTF-8 at byte 6"):
+        prepare_monolingual("de", [path], xlmr, tmp_path / "store", show_progress=False)
+    result = prepare_monolingual("de", [path], xlmr, tmp_path / "store", skip_invalid=True, show_progress=False)
+    assert result.meta["skipped"]["invalid_utf8"] == 1 and result.meta["counts"]["lines"] == 2
+    assert result.meta["options"]["skip_invalid"] is True
+
+    en = write_text(tmp_path / "en.txt", ["one", "two", "three"])
+    de = tmp_path / "de2.txt"
+    de.write_bytes(b"eins\n\xff\ndrei\n")
+    result = prepare_parallel("en-de", xlmr, tmp_path / "store", src=en, tgt=de, skip_invalid=True, show_progress=False)
+    assert result.meta["counts"]["pairs"] == 2 and result.meta["skipped"]["invalid_utf8"] == 1
+
+
+# --------------------------------------------------------------------------------------
+# Command line: up to date, --force, inspect
+# --------------------------------------------------------------------------------------
+
+
+def test_up_to_date_and_force(tmp_path, tiny_model_dir, capsys):
+    de = write_text(tmp_path / "de.txt", ["Die Katze schläft auf dem warmen Sofa.", "", "Wir gingen zur alten Brücke."])
+    args = ["prepare", "mono", "--lang", "de", "--input", str(de), "--tokenizer", str(tiny_model_dir)]
+    args += ["--output", str(tmp_path / "store"), "--no-progress"]
+    meta_path = tmp_path / "store/mono/de/meta.json"
+
+    assert infoxlm_main(args) == 0
+    assert capsys.readouterr().out.startswith("de: 2 lines in 2 documents, ")
+    first = json.loads(meta_path.read_text())
+
+    assert infoxlm_main(args) == 0
+    assert capsys.readouterr().out.strip() == "de: up to date"
+    assert json.loads(meta_path.read_text()) == first  # nothing was rewritten
+
+    assert infoxlm_main(args + ["--force"]) == 0
+    assert "up to date" not in capsys.readouterr().out
+    assert json.loads(meta_path.read_text())["input_fingerprint"] == first["input_fingerprint"]
+
+    assert infoxlm_main(args + ["--max-line-tokens", "100"]) == 0  # another option: redo
+    assert "up to date" not in capsys.readouterr().out
+    assert infoxlm_main(args + ["--max-line-tokens", "100"]) == 0
+    assert capsys.readouterr().out.strip() == "de: up to date"
+
+    with open(de, "a", encoding="utf-8") as handle:  # another input: redo
+        handle.write("Öffne die Datei.\n")
+    os.utime(de, ns=(first["sources"][0]["mtime_ns"] + 10**9,) * 2)
+    assert infoxlm_main(args + ["--max-line-tokens", "100"]) == 0
+    assert capsys.readouterr().out.startswith("de: 3 lines")
+
+    # A damaged corpus is never "up to date".
+    tokens = tmp_path / "store/mono/de/tokens.u32"
+    tokens.write_bytes(tokens.read_bytes()[:-4])
+    assert infoxlm_main(args + ["--max-line-tokens", "100"]) == 0
+    assert capsys.readouterr().out.startswith("de: 3 lines")
+
+
+def test_progress_bar_counts_bytes_on_stderr(tmp_path, tiny_model_dir, capsys):
+    de = write_text(tmp_path / "de.txt", ["Die Katze schläft."] * 20)
+    args = ["mono", "--lang", "de", "--input", str(de), "--tokenizer", str(tiny_model_dir), "--output"]
+    assert prepare_main(args + [str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "de: 100%" in err and "B/s" in err and "tokens" in err
+    assert prepare_main(args + [str(tmp_path / "b"), "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.fixture
+def small_store(tmp_path, tiny_model_dir):
+    from conftest import TINY_TEXT
+
+    store = tmp_path / "store"
+    for language in ("de", "ru", "zh"):
+        path = write_text(tmp_path / f"{language}.txt", TINY_TEXT[language] * (3 if language == "de" else 1))
+        prepare_monolingual(language, [path], tiny_model_dir, store, show_progress=False)
+    en = write_text(tmp_path / "en.txt", TINY_TEXT["en"])
+    prepare_parallel("en-ru", tiny_model_dir, store, src=en, tgt=tmp_path / "ru.txt", show_progress=False)
+    return store
+
+
+def test_inspect_prints_counts_and_token_based_probabilities(small_store, capsys):
+    assert infoxlm_main(["prepare", "inspect", str(small_store)]) == 0
+    out = capsys.readouterr().out
+    assert "Monolingual corpora: sampling p_l ∝ (n_l/n)^0.7, n counted in tokens" in out
+    assert "Parallel corpora: sampling p_l ∝ (n_l/n)^0.7, n counted in tokens (both sides)" in out
+    store = TokenStore.open(small_store)
+    tokens = {language: corpus.num_tokens for language, corpus in store.mono.items()}
+    probabilities = language_probabilities(tokens, 0.7)
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
+    for language, corpus in store.mono.items():
+        lines, documents, n, p = rows[language][1:5]
+        assert (lines, documents, n) == (f"{corpus.num_lines:,}", f"{corpus.num_documents:,}", f"{corpus.num_tokens:,}")
+        assert float(p) == pytest.approx(probabilities[language], abs=5e-5)
+    assert rows["en-ru"][1:4] == ["3", f"{store.parallel['en-ru'].num_tokens:,}", "1.0000"]
+
+    assert infoxlm_main(["prepare", "inspect", str(small_store), "--json", "--alpha", "0.3"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    expected = language_probabilities(tokens, 0.3)
+    assert {k: v["probability"] for k, v in report["mono"].items()} == pytest.approx(expected)
+    assert report["mono"]["de"]["skipped"] == {"empty": 0, "invalid_utf8": 0, "no_tokens": 0}
+    assert report["parallel"]["en-ru"]["pairs"] == 3 and report["alpha"] == 0.3
+
+
+def test_inspect_exit_codes(small_store, tmp_path, capsys):
+    def inspect(*extra) -> tuple[int, str]:
+        code = infoxlm_main(["prepare", "inspect", *map(str, extra)])
+        return code, capsys.readouterr().err.strip()
+
+    assert inspect(small_store)[0] == 0
+    assert inspect(small_store, "--check-token-ids")[0] == 0
+    code, err = inspect(small_store, "--alpha", "0")
+    assert code == 1 and "alpha=0.0 is invalid" in err
+
+    code, err = inspect(tmp_path / "nowhere")
+    assert code == 1 and "not a token store (no store.json)" in err
+    empty = tmp_path / "empty"
+    TokenStore.create_or_open(empty, TokenStore.open(small_store).info["tokenizer"])
+    code, err = inspect(empty)
+    assert code == 1 and "holds no corpus yet" in err
+
+    leftover = small_store / "mono" / f"{PARTIAL_PREFIX}fr-999999999"
+    leftover.mkdir()
+    code, err = inspect(small_store)
+    assert code == 1 and err.startswith("infoxlm: error: ") and "interrupted or failed prepare" in err
+    shutil.rmtree(leftover)
+
+    lines = small_store / "mono" / "ru" / "lines.i64"
+    lines.write_bytes(lines.read_bytes()[:-8])  # truncated: offsets no longer reach the last token
+    code, err = inspect(small_store)
+    assert code == 1 and "damaged" in err and len(err.splitlines()) == 1
+
+
+def test_an_interrupted_prepare_leaves_no_corpus(tmp_path, tiny_model_dir, monkeypatch):
+    from conftest import TINY_TEXT
+
+    store = tmp_path / "store"
+    de = write_text(tmp_path / "de.txt", TINY_TEXT["de"])
+    prepare_monolingual("de", [de], tiny_model_dir, store, show_progress=False)
+    before = (store / "mono/de/tokens.u32").read_bytes()
+
+    original = CorpusWriter.append
+    calls = []
+
+    def interrupted(self, *args):
+        calls.append(args[0])
+        if len(calls) == 3:  # after lines.i64 and tokens.u32 got their first data
+            raise KeyboardInterrupt
+        return original(self, *args)
+
+    monkeypatch.setattr(CorpusWriter, "append", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_monolingual("de", [de], tiny_model_dir, store, force=True, show_progress=False)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):  # a brand-new store is removed again
+        prepare_monolingual("ru", [write_text(tmp_path / "ru.txt", TINY_TEXT["ru"])], tiny_model_dir,
+                            tmp_path / "new", show_progress=False)  # fmt: skip
+    monkeypatch.setattr(CorpusWriter, "append", original)
+    assert partial_corpus_dirs(store) == [] and not (tmp_path / "new").exists()
+    assert (store / "mono/de/tokens.u32").read_bytes() == before
+    assert store_report(store)["mono"]["de"]["lines"] == 3
+
+    # A process killed outright leaves its partial directory: inspect refuses the store
+    # until the next prepare removes it.
+    killed = store / "mono" / f"{PARTIAL_PREFIX}ru-999999999"
+    killed.mkdir()
+    (killed / "tokens.u32").write_bytes(b"\0" * 8)
+    with pytest.raises(StoreError, match="interrupted"):
+        store_report(store)
+    prepare_monolingual("de", [de], tiny_model_dir, store, show_progress=False)  # up to date, yet cleans up
+    assert partial_corpus_dirs(store) == []
+    assert sorted(store_report(store)["mono"]) == ["de"]
+
+
+def test_tokenizers_parallelism_is_switched_on(tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    prepare_monolingual("de", [write_text(tmp_path / "de.txt", ["Hallo"])], tiny_model_dir, tmp_path / "s",
+                        show_progress=False)  # fmt: skip
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
+
+
+def test_api_argument_errors(tmp_path, tiny_model_dir):
+    de = write_text(tmp_path / "de.txt", ["Hallo"])
+    with pytest.raises(DataError, match="max_line_tokens=0 is invalid"):
+        prepare_monolingual("de", [de], tiny_model_dir, tmp_path / "s", max_line_tokens=0)
+    with pytest.raises(DataError, match="either --tsv or --src"):
+        prepare_parallel("en-de", tiny_model_dir, tmp_path / "s", src=de, tgt=de, tsv=de)
+    with pytest.raises(DataError, match="needs --src and --tgt"):
+        prepare_parallel("en-de", tiny_model_dir, tmp_path / "s", src=de)
+    assert not (tmp_path / "s").exists()
+    assert prepare_module.PREPARE_VERSION >= 1
+
+
+# --------------------------------------------------------------------------------------
+# Bad input through the real command, each in its own process (all started together)
+# --------------------------------------------------------------------------------------
+
+BAD_INPUT = {
+    # name: (expected stderr pieces, whether the store existed before)
+    "line_counts_differ": (["en.txt has 3 lines but", "de.txt has 2"], False),
+    "invalid_utf8_mono": (["de.txt:2: invalid UTF-8 at byte 6 (0xcf)"], False),
+    "invalid_utf8_parallel_existing_store": (["de.txt:3: invalid UTF-8 at byte 1 (0xff)"], True),
+    "invalid_utf8_zst": (["de.txt.zst:2: invalid UTF-8 at byte 1 (0xff)"], False),
+    "empty_file": (["de.txt: no non-empty line"], False),
+    "empty_parallel_side": (["de.txt: no non-empty line"], False),
+    "missing_file": (["missing.txt: no such file"], False),
+    "unknown_language": (["language 'xx' is not known"], False),
+    "pair_without_english": (["language pair 'de-fr' has no English side", "--allow-non-english-pair"], False),
+    "tokenizer_mismatch": (["written with tokenizer", "use the store's tokenizer or a new --output"], True),
+    "tsv_three_columns": (["pairs.tsv:2: 3 tab-separated columns; expected 2"], False),
+    "tsv_one_column": (["pairs.tsv:1: 1 tab-separated columns; expected 2"], False),
+}
+
+
+def _bad_input_case(name: str, root: Path, tokenizer: Path) -> list[str]:
+    """Write the inputs of one case under ``root`` and return the command's arguments."""
+    from conftest import TINY_TEXT
+
+    root.mkdir()
+    store = root / "store"
+    out = ["--tokenizer", str(tokenizer), "--output", str(store), "--no-progress"]
+    en = write_text(root / "en.txt", TINY_TEXT["en"])
+    de = root / "de.txt"
+    if BAD_INPUT[name][1]:  # a store holding one corpus already
+        prepare_monolingual("en", [en], tokenizer, store, show_progress=False)
+    if name == "line_counts_differ":
+        write_text(de, TINY_TEXT["de"][:2])
+        return ["parallel", "--pair", "en-de", "--src", str(en), "--tgt", str(de), *out]
+    if name == "invalid_utf8_mono":
+        de.write_bytes(b"gut\nschle\xcfcht\n")
+        return ["mono", "--lang", "de", "--input", str(de), *out]
+    if name == "invalid_utf8_parallel_existing_store":
+        de.write_bytes(b"eins\nzwei\n\xff drei\n")
+        return ["parallel", "--pair", "en-de", "--src", str(en), "--tgt", str(de), *out]
+    if name == "invalid_utf8_zst":
+        zst = root / "de.txt.zst"
+        zst.write_bytes(zstandard.ZstdCompressor().compress(b"gut\n\xff\n"))
+        return ["mono", "--lang", "de", "--input", str(zst), *out]
+    if name == "empty_file":
+        de.write_text("\n   \n\n")
+        return ["mono", "--lang", "de", "--input", str(en), str(de), *out]
+    if name == "empty_parallel_side":
+        de.write_text("\n\n\n")
+        return ["parallel", "--pair", "en-de", "--src", str(en), "--tgt", str(de), *out]
+    if name == "missing_file":
+        return ["mono", "--lang", "de", "--input", str(root / "missing.txt"), *out]
+    if name == "unknown_language":
+        return ["mono", "--lang", "xx", "--input", str(en), *out]
+    if name == "pair_without_english":
+        write_text(de, TINY_TEXT["de"])
+        return ["parallel", "--pair", "de-fr", "--src", str(de), "--tgt", str(de), *out]
+    if name == "tokenizer_mismatch":
+        other = root / "other-tokenizer"
+        other.mkdir()
+        (other / "tokenizer.json").write_text((tokenizer / "tokenizer.json").read_text() + "\n")
+        return ["mono", "--lang", "de", "--input", str(en), "--tokenizer", str(other), "--output", str(store)]
+    if name == "tsv_three_columns":
+        write_text(root / "pairs.tsv", ["Hello\tHallo", "Cat\tKatze\textra"])
+        return ["parallel", "--pair", "en-de", "--tsv", str(root / "pairs.tsv"), *out]
+    if name == "tsv_one_column":
+        write_text(root / "pairs.tsv", ["Hello Hallo"])
+        return ["parallel", "--pair", "en-de", "--tsv", str(root / "pairs.tsv"), *out]
+    raise AssertionError(name)
+
+
+@pytest.fixture(scope="module")
+def bad_input_runs(tmp_path_factory, tiny_model_dir):
+    root = tmp_path_factory.mktemp("bad-input")
+    commands = {name: _bad_input_case(name, root / name, tiny_model_dir) for name in BAD_INPUT}
+
+    def run(name):
+        return subprocess.run(
+            [sys.executable, "-m", "infoxlm.cli", "prepare", *commands[name]], capture_output=True, timeout=120
+        )
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = dict(zip(commands, pool.map(run, commands)))
+    return root, results
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUT))
+def test_bad_input_is_one_line_and_leaves_nothing_behind(bad_input_runs, name):
+    root, results = bad_input_runs
+    result = results[name]
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("infoxlm: error: "), err
+    assert "Traceback" not in err
+    for piece in BAD_INPUT[name][0]:
+        assert piece in err
+    store = root / name / "store"
+    if BAD_INPUT[name][1]:  # the existing store keeps exactly its one intact corpus
+        assert partial_corpus_dirs(store) == []
+        assert sorted(store_report(store)["mono"]) == ["en"] and not (store / "parallel").exists()
+    else:  # a store this command would have created does not exist
+        assert not store.exists()

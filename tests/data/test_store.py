@@ -1,0 +1,140 @@
+"""Tests for infoxlm.data.store: layout, atomic corpora, leftovers, damage detection."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from infoxlm.data.store import (
+    OFFSET_DTYPE,
+    PARTIAL_PREFIX,
+    TOKEN_DTYPE,
+    CorpusWriter,
+    StoreError,
+    TokenStore,
+    partial_corpus_dirs,
+    remove_stale_partials,
+)
+
+IDENTITY = {"fingerprint": "a" * 64, "file": "tokenizer.json", "backend": "tokenizers", "vocab_size": 100}
+OTHER = {**IDENTITY, "fingerprint": "b" * 64}
+
+
+def write_mono(root, language="de", lines=((5, 6, 7), (8,), (9, 10)), docs=(0, 2, 3)):
+    """A small monolingual corpus written the way prepare writes one."""
+    lengths = [len(line) for line in lines]
+    with CorpusWriter(root, "mono", language) as writer:
+        writer.append("tokens.u32", np.concatenate([np.asarray(line) for line in lines]), TOKEN_DTYPE)
+        writer.append("lines.i64", np.concatenate([[0], np.cumsum(lengths)]), OFFSET_DTYPE)
+        writer.append("docs.i64", np.asarray(docs), OFFSET_DTYPE)
+        counts = {"lines": len(lines), "documents": len(docs) - 1, "tokens": sum(lengths)}
+        return writer.commit({"counts": counts, "skipped": {}})
+
+
+def write_pair(root, pair="en-de", src=((5, 6), (7,)), tgt=((8,), (9, 10, 11))):
+    with CorpusWriter(root, "parallel", pair) as writer:
+        for side, lines in (("src", src), ("tgt", tgt)):
+            writer.append(f"{side}.tokens.u32", np.concatenate([np.asarray(x) for x in lines]), TOKEN_DTYPE)
+            writer.append(f"{side}.lines.i64", np.concatenate([[0], np.cumsum([len(x) for x in lines])]), OFFSET_DTYPE)
+        tokens = sum(map(len, src)) + sum(map(len, tgt))
+        return writer.commit({"counts": {"pairs": len(src), "tokens": tokens}})
+
+
+@pytest.fixture
+def store_root(tmp_path):
+    root = tmp_path / "store"
+    TokenStore.create_or_open(root, IDENTITY)
+    return root
+
+
+def test_round_trip(store_root):
+    write_mono(store_root)
+    write_pair(store_root)
+    store = TokenStore.open(store_root)
+    corpus = store.mono["de"]
+    assert (corpus.num_lines, corpus.num_documents, corpus.num_tokens) == (3, 2, 6)
+    assert corpus.lines[0].tolist() == [5, 6, 7] and corpus.lines[2].tolist() == [9, 10]
+    assert corpus.lines.tokens.dtype == np.dtype("<u4") and corpus.lines.lengths().tolist() == [3, 1, 2]
+    pair = store.parallel["en-de"]
+    assert pair.languages == ("en", "de") and pair.num_pairs == 2 and pair.num_tokens == 7
+    assert [x.tolist() for x in pair[1]] == [[7], [9, 10, 11]]
+    store.verify(check_token_ids=True)
+
+
+def test_tokenizer_identity_is_enforced(store_root):
+    with pytest.raises(StoreError, match=r"written with tokenizer aaaaaaaaaaaa…, but this tokenizer is bbbbbbbbbbbb…"):
+        TokenStore.create_or_open(store_root, OTHER)
+    assert TokenStore.ensure(store_root, IDENTITY) is False
+    assert TokenStore.ensure(store_root.parent / "new", IDENTITY) is True
+    with pytest.raises(StoreError, match="not a token store"):
+        TokenStore.open(store_root.parent / "nowhere")
+    (store_root.parent / "file").write_text("x")
+    with pytest.raises(StoreError, match="not a directory"):
+        TokenStore.ensure(store_root.parent / "file", IDENTITY)
+
+
+def test_writer_leaves_nothing_when_the_block_fails(store_root):
+    write_mono(store_root, lines=((1, 2),), docs=(0, 1))
+    with pytest.raises(RuntimeError):
+        with CorpusWriter(store_root, "mono", "de") as writer:
+            writer.append("tokens.u32", np.arange(5), TOKEN_DTYPE)
+            raise RuntimeError("interrupted")
+    assert partial_corpus_dirs(store_root) == []
+    assert TokenStore.open(store_root).mono["de"].lines[0].tolist() == [1, 2]  # the old corpus is intact
+
+
+def test_leftovers_are_reported_and_removed_unless_their_writer_runs(store_root):
+    write_mono(store_root)
+    dead = store_root / "mono" / f"{PARTIAL_PREFIX}fr-999999999"
+    alive = store_root / "parallel" / f"{PARTIAL_PREFIX}en-fr-{os.getppid()}"
+    dead.mkdir()
+    alive.mkdir(parents=True)
+    store = TokenStore.open(store_root)
+    assert set(store.partial_corpora()) == {dead, alive}
+    assert "fr" not in store.mono  # a partial directory is never a corpus
+    with pytest.raises(StoreError, match="left by an interrupted or failed prepare"):
+        store.verify()
+    assert remove_stale_partials(store_root) == [dead]
+    assert partial_corpus_dirs(store_root) == [alive]
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda c: (c / "tokens.u32").write_bytes((c / "tokens.u32").read_bytes()[:-4]), "offsets do not cover"),
+        (lambda c: (c / "tokens.u32").write_bytes((c / "tokens.u32").read_bytes()[:-1]), "not a whole number"),
+        (lambda c: (c / "lines.i64").unlink(), r"lines\.i64: missing"),
+        (lambda c: (c / "meta.json").unlink(), r"meta\.json: missing"),
+        (lambda c: (c / "meta.json").write_text("{"), "not valid JSON"),
+    ],
+)
+def test_damage_found_when_opening(store_root, damage, message):
+    damage(write_mono(store_root))
+    with pytest.raises(StoreError, match=message):
+        TokenStore.open(store_root)
+
+
+def test_damage_found_by_verify(store_root):
+    corpus = write_mono(store_root)
+    offsets = np.fromfile(corpus / "lines.i64", dtype=OFFSET_DTYPE)
+    offsets[1], offsets[2] = offsets[2], offsets[1]  # still ends at the token count
+    offsets.tofile(corpus / "lines.i64")
+    with pytest.raises(StoreError, match="offsets decrease"):
+        TokenStore.open(store_root).verify()
+
+    corpus = write_mono(store_root, "ru", docs=(0, 2, 5))  # a document past the last line
+    with pytest.raises(StoreError, match=r"docs\.i64: offsets do not span"):
+        TokenStore.open(store_root).mono["ru"].verify()
+
+    corpus = write_mono(store_root, "fr", lines=((5, 200),), docs=(0, 1))  # id 200 >= vocab 100
+    fr = TokenStore.open(store_root).mono["fr"]
+    fr.verify()  # offsets alone are fine
+    with pytest.raises(StoreError, match="token id 200 .* outside the vocabulary"):
+        fr.verify(vocab_size=100)
+
+    pair = write_pair(store_root)
+    (pair / "meta.json").write_text('{"counts": {"pairs": 5}}')
+    with pytest.raises(StoreError, match="records 5 pairs but the files hold 2"):
+        TokenStore.open(store_root).parallel["en-de"].verify()
