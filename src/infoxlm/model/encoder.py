@@ -220,6 +220,17 @@ class Encoder(nn.Module):
             hidden_states.append(x)
         return EncoderOutput(last_hidden_state=x, hidden_states=tuple(hidden_states))
 
+    def set_dropout(self, p: float) -> None:
+        """Set hidden and attention dropout everywhere (e.g. 0 for continued pre-training)."""
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout={p}: expected 0 <= p < 1")
+        self.config.hidden_dropout_prob = self.config.attention_probs_dropout_prob = p
+        for module in self.modules():
+            if isinstance(module, nn.Dropout):
+                module.p = p
+            elif isinstance(module, TransformerLayer):
+                module.attention_dropout = p
+
     def pooled_output(self, last_hidden_state: torch.Tensor) -> torch.Tensor:
         """Hugging Face's pooler: tanh(W · h_<s>). (B, T, d) → (B, d)."""
         return torch.tanh(self.pooler.dense(last_hidden_state[:, 0]))

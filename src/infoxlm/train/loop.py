@@ -1,0 +1,422 @@
+"""``infoxlm pretrain``: load → (resume) → for each step: data → losses → backward → clip →
+step → EMA → enqueue → log → save.
+
+Exactness: a step's data and every random choice in it are functions of (seed, step, example
+slot) (see data/pipeline.py), and the torch RNG (dropout) is reseeded from (seed, step, rank)
+at every step, so a run resumed from a checkpoint computes exactly what the uninterrupted run
+computes. Losses are normalised by *global* counts (all ranks, all micro-batches), so the
+gradient does not depend on how the global batch is split over processes or micro-batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from ..data.pipeline import DataPipeline, StepData
+from ..data.store import TokenStore
+from ..errors import InfoXLMError
+from ..model.config import EncoderConfig
+from ..model.encoder import Encoder
+from ..objectives.xlco import MomentumContrast, momentum_at
+from ..tokenizer import Tokenizer
+from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .config import TrainConfig
+from .distributed import World, all_gather_rows, all_reduce_sum, init_world, shutdown
+from .joint_model import JointModel, MicroStepLosses
+from .metrics import MetricsLog
+from .optim import build_optimizer, build_scheduler
+
+OBJECTIVES = ("mmlm", "tlm", "xlco")
+# The queue pre-fill draws its own XLCO examples, from a seed stream apart from training's.
+PREFILL_SEED_OFFSET = 1_000_003
+
+
+class TrainingError(InfoXLMError):
+    """A run that cannot start or continue (config clash, non-finite loss, …)."""
+
+
+def resolve_config(config: TrainConfig) -> TrainConfig:
+    """The one seed of the run decides the data as well."""
+    config.data = dataclasses.replace(config.data, seed=config.run.seed)
+    return config
+
+
+class Trainer:
+    """Everything one run holds; ``run()`` is the loop."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        data: str | Path,
+        output: str | Path,
+        *,
+        allow_config_change: bool = False,
+        progress: bool = True,
+    ):
+        self.config = resolve_config(config)
+        self.run_dir = Path(output)
+        self.world: World = init_world(config.run.device)
+        self.progress = progress and self.world.is_main
+        self.store = TokenStore.open(data)
+        self.pipeline = DataPipeline(self.store, self.config.data)
+        self._check_run_directory(allow_config_change)
+
+        torch.manual_seed(config.run.seed)  # the fresh weights
+        self.encoder = self._build_encoder()
+        self.contrast = self._build_contrast()
+        device = self.world.device
+        self.encoder.to(device)
+        if self.contrast is not None:
+            self.contrast.to(device)
+        self.model = JointModel(self.encoder, self.contrast)
+        self.ddp = self._wrap_ddp(self.model)
+        self.optimizer = build_optimizer(
+            self.model.trainable_parameters(),
+            lr=config.optim.lr,
+            betas=tuple(config.optim.betas),
+            eps=config.optim.eps,
+            weight_decay=config.optim.weight_decay,
+        )
+        self.scheduler = build_scheduler(self.optimizer, config.optim.warmup_steps, config.optim.max_steps)
+        self.step = 0
+        self._resume()
+
+    # --- set-up ---------------------------------------------------------------------------
+
+    def _check_run_directory(self, allow_config_change: bool) -> None:
+        saved = self.run_dir / "config.json"
+        resolved = self.config.to_json()
+        if saved.is_file() and latest_checkpoint(self.run_dir) is not None:
+            before = saved.read_text()
+            if before.strip() != resolved.strip() and not allow_config_change:
+                changed = _changed_fields(json.loads(before), json.loads(resolved))
+                raise TrainingError(
+                    f"{self.run_dir}: holds a run with a different config ({', '.join(changed[:5])}); "
+                    "use another --output, or --allow-config-change to continue it with the new config"
+                )
+        if self.world.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            saved.write_text(resolved + "\n")
+            self._copy_tokenizer()
+
+    def _copy_tokenizer(self) -> None:
+        """Keep the store's tokenizer (STORE/tokenizer) with the run, so that export includes it."""
+        source, target = self.store.root / "tokenizer", self.run_dir / "tokenizer"
+        if target.is_dir() or not source.is_dir():
+            return
+        tokenizer = Tokenizer.from_pretrained(source)
+        if tokenizer.fingerprint == self.store.info.get("tokenizer", {}).get("fingerprint"):
+            tokenizer.save_pretrained(target)
+
+    def _build_encoder(self) -> Encoder:
+        cfg = self.config.model
+        if cfg.init:
+            encoder = Encoder.from_pretrained(cfg.init)
+            if encoder.config.vocab_size != self.store.vocab_size:
+                raise TrainingError(
+                    f"--init {cfg.init}: vocabulary of {encoder.config.vocab_size} pieces, but the store "
+                    f"{self.store.root} was tokenized with {self.store.vocab_size}; prepare it with that model's tokenizer"
+                )
+        else:
+            config = EncoderConfig.preset(cfg.size, vocab_size=self.store.vocab_size, **cfg.overrides)
+            encoder = Encoder(config)
+            encoder.reset_parameters(cfg.init_scheme)
+        encoder.set_dropout(cfg.dropout)
+        encoder.pooler.requires_grad_(False)  # not trained by any objective; kept for checkpoints
+        return encoder
+
+    def _build_contrast(self) -> MomentumContrast | None:
+        if "xlco" not in self.config.data.enabled:
+            return None
+        c = self.config.contrast
+        if not 1 <= c.layer <= self.encoder.num_layers:
+            raise TrainingError(f"contrast.layer={c.layer}: the encoder has layers 1 … {self.encoder.num_layers}")
+        return MomentumContrast(
+            self.encoder,
+            layer=c.layer,
+            queue_size=c.queue_size,
+            temperature=c.temperature,
+            normalize=c.normalize,
+            use_momentum=c.use_momentum,
+        )
+
+    def _wrap_ddp(self, model: JointModel) -> torch.nn.Module:
+        if not self.world.distributed:
+            return model
+        device_ids = [self.world.device.index] if self.world.device.type == "cuda" else None
+        # Buffers are not broadcast: the queue is identical on every rank by construction.
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
+
+    def _resume(self) -> None:
+        checkpoint = latest_checkpoint(self.run_dir)
+        if checkpoint is None:
+            return
+        state = load_checkpoint(checkpoint, map_location=self.world.device)
+        self.encoder.load_state_dict(state["model"])
+        if self.contrast is not None:
+            self.contrast.load_state_dict(state["contrast"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step = int(state["step"])
+        if self.world.is_main:
+            print(f"resuming {self.run_dir} from {checkpoint.name} (step {self.step})", flush=True)
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "model": self.encoder.state_dict(),
+            "contrast": self.contrast.state_dict() if self.contrast is not None else None,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "encoder_config": json.dumps(dataclasses.asdict(self.encoder.config)),
+            "config": self.config.to_json(),
+        }
+
+    def save(self) -> None:
+        if self.world.is_main:
+            save_checkpoint(self.run_dir, self.step, self.checkpoint_state(), keep=self.config.run.keep_checkpoints)
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        cfg = self.config
+        if self.world.is_main:
+            print(f"config:\n{cfg.to_json()}", flush=True)
+        log = MetricsLog(self.run_dir, enabled=self.world.is_main)
+        bar = tqdm(total=cfg.optim.max_steps, initial=self.step, desc="pretrain", unit="step", disable=not self.progress)
+        try:
+            while self.step < cfg.optim.max_steps:
+                metrics = self.train_step()
+                self.step += 1
+                bar.update(1)
+                if self.step % cfg.run.log_every == 0 or self.step == cfg.optim.max_steps:
+                    log.write(self.step, metrics)
+                    bar.set_postfix_str(_postfix(metrics), refresh=False)
+                if self.step % cfg.run.save_every == 0 or self.step == cfg.optim.max_steps:
+                    self.save()
+        finally:
+            bar.close()
+            log.close()
+
+    def train_step(self) -> dict[str, float]:
+        cfg, world, step = self.config, self.world, self.step
+        started = time.perf_counter()
+        torch.manual_seed(_mix(cfg.run.seed, step, world.rank))  # dropout: a function of (seed, step, rank)
+        xlco_active = self.contrast is not None and step >= cfg.contrast.start_step
+        if xlco_active and not self.contrast.is_full:
+            self.prefill_queue()
+
+        data = self.pipeline.step(step, world.rank, world.size)
+        device = world.device
+        batches = {
+            "mmlm": [b.to(device, non_blocking=True) for b in data.mmlm],
+            "tlm": [b.to(device, non_blocking=True) for b in data.tlm],
+            "xlco": [b.to(device, non_blocking=True) for b in data.xlco] if xlco_active else [],
+        }
+        counts = self._global_counts(data, xlco_active)
+        # Every rank runs the same number of micro-steps, lists aligned at the end so that the
+        # last (synchronising) micro-step carries every objective this rank has.
+        local_steps = max(len(b) for b in batches.values())
+        micro_steps = int(all_reduce_max(torch.tensor(local_steps, device=device), world))
+        sums = torch.zeros(4, dtype=torch.float64, device=device)  # mmlm, tlm, xlco loss sums; xlco correct
+        keys, key_slots = [], []
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda" and cfg.run.bf16)
+        for i in range(micro_steps):
+            picked = {name: _aligned(b, i, micro_steps) for name, b in batches.items()}
+            last = i == micro_steps - 1
+            sync = contextlib.nullcontext() if last or not world.distributed else self.ddp.no_sync()
+            with sync:
+                with autocast:
+                    out: MicroStepLosses = self.ddp(picked["mmlm"], picked["tlm"], picked["xlco"], touch_all=last)
+                loss = self._combine(out, counts) * world.size  # DDP averages over ranks; we want the sum
+                loss.backward()
+            for j, name in enumerate(OBJECTIVES):
+                if getattr(out, name) is not None:
+                    sums[j] += getattr(out, name).detach().double()
+            sums[3] += out.xlco_correct
+            if out.keys is not None:
+                keys.append(out.keys)
+                key_slots.append(out.key_slots)
+
+        all_reduce_sum(sums, world)
+        self._stop_if_not_finite(sums, counts)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.trainable_parameters(), cfg.optim.clip_norm)
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+        momentum = None
+        if self.contrast is not None and self.contrast.use_momentum:
+            momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
+            self.contrast.momentum_update(self.encoder, momentum)
+        if keys:
+            self._enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
+
+        seconds = time.perf_counter() - started
+        tokens = sum(s.num_tokens for s in data.stats.values())
+        positions = sum(s.num_positions for s in data.stats.values())
+        totals = all_reduce_sum(torch.tensor([tokens, positions], dtype=torch.float64, device=device), world)
+        metrics = {"lr": lr, "grad_norm": float(grad_norm), "seconds": seconds}
+        for j, name in enumerate(OBJECTIVES):
+            if counts[name] > 0:
+                metrics[f"loss/{name}"] = float(sums[j] / counts[name])
+        if counts["xlco"] > 0:
+            metrics["xlco/accuracy"] = float(sums[3] / counts["xlco"])
+        if momentum is not None:
+            metrics["momentum"] = momentum
+        metrics["tokens_per_s"] = float(totals[0]) / seconds
+        metrics["padding_fraction"] = float(1 - totals[0] / totals[1]) if totals[1] else 0.0
+        metrics["eta_s"] = seconds * (cfg.optim.max_steps - step - 1)
+        return metrics
+
+    # --- pieces of the step -----------------------------------------------------------------
+
+    def _global_counts(self, data: StepData, xlco_active: bool) -> dict[str, int]:
+        """Masked tokens (MMLM, TLM) and sentences (XLCO) over all ranks: the loss normalisers."""
+        local = torch.tensor(
+            [
+                data.stats["mmlm"].num_masked,
+                data.stats["tlm"].num_masked,
+                data.stats["xlco"].num_examples if xlco_active else 0,
+            ],
+            dtype=torch.float64,
+            device=self.world.device,
+        )
+        total = all_reduce_sum(local, self.world)
+        return {name: int(total[j]) for j, name in enumerate(OBJECTIVES)}
+
+    def _combine(self, out: MicroStepLosses, counts: dict[str, int]) -> torch.Tensor:
+        """This micro-step's share of the joint loss L = Σ_o w_o · L_o."""
+        cfg = self.config.objectives
+        weights = {"mmlm": cfg.mmlm_weight, "tlm": cfg.tlm_weight, "xlco": cfg.xlco_weight}
+        joint_count = sum(counts.values())
+        total = out.touch if out.touch is not None else 0.0
+        for name in OBJECTIVES:
+            loss_sum = getattr(out, name)
+            if loss_sum is None:
+                continue
+            # paper: each objective is the mean over its own units; joint: one shared normaliser.
+            normaliser = counts[name] if cfg.normaliser == "paper" else joint_count
+            total = total + weights[name] * loss_sum / normaliser
+        return total
+
+    def _stop_if_not_finite(self, sums: torch.Tensor, counts: dict[str, int]) -> None:
+        for j, name in enumerate(OBJECTIVES):
+            if counts[name] > 0 and not math.isfinite(float(sums[j])):
+                raise TrainingError(
+                    f"step {self.step}: the {name} loss is not finite ({float(sums[j] / counts[name])}); "
+                    f"stopping with the last good checkpoint in {self.run_dir / 'checkpoints'}"
+                )
+
+    def _enqueue_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> None:
+        """Keys of all ranks, in global slot order (ranks hold contiguous slot ranges)."""
+        local = keys[torch.argsort(slots)].float()
+        self.contrast.enqueue(all_gather_rows(local, self.world))
+
+    @torch.no_grad()
+    def prefill_queue(self) -> None:
+        """Fill the queue with keys of examples drawn for the purpose, before XLCO starts."""
+        data_cfg = dataclasses.replace(
+            self.config.data,
+            seed=self.config.run.seed + PREFILL_SEED_OFFSET,
+            mmlm_batch_size=0,
+            tlm_batch_size=0,
+        )
+        pipeline = DataPipeline(self.store, data_cfg)
+        needed = self.contrast.prefill_batches_needed(data_cfg.xlco_batch_size)
+        for j in tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not self.progress):
+            keys, slots = [], []
+            for batch in pipeline.step(j, self.world.rank, self.world.size).xlco:
+                batch = batch.to(self.world.device)
+                keys.append(self.contrast.encode_keys(batch.key.input_ids, batch.key.attention_mask, encoder=self.encoder))
+                slots.append(batch.slots)
+            empty = torch.zeros(0, self.encoder.config.hidden_size, device=self.world.device)
+            self._enqueue_in_slot_order(
+                torch.cat(keys) if keys else empty,
+                torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long, device=self.world.device),
+            )
+
+
+def all_reduce_max(x: torch.Tensor, world: World) -> torch.Tensor:
+    if world.distributed:
+        torch.distributed.all_reduce(x, op=torch.distributed.ReduceOp.MAX)
+    return x
+
+
+def _aligned(batches: list, i: int, micro_steps: int):
+    """Micro-batch for micro-step i when the list is aligned to end with the last micro-step."""
+    offset = micro_steps - len(batches)
+    return batches[i - offset] if i >= offset else None
+
+
+def _mix(*values: int) -> int:
+    """A 63-bit seed from several integers (the same on every platform and Python run)."""
+    h = 0x9E3779B97F4A7C15
+    for v in values:
+        h = (h ^ (v + 0x632BE59BD9B4E019 + (h << 6) + (h >> 2))) & 0xFFFFFFFFFFFFFFFF
+    return h & 0x7FFFFFFFFFFFFFFF
+
+
+def _changed_fields(before: dict, after: dict, prefix: str = "") -> list[str]:
+    changed = []
+    for key in sorted(set(before) | set(after)):
+        a, b = before.get(key), after.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changed += _changed_fields(a, b, f"{prefix}{key}.")
+        elif a != b:
+            changed.append(f"{prefix}{key}: {a!r} → {b!r}")
+    return changed
+
+
+def _postfix(metrics: dict[str, float]) -> str:
+    parts = [f"{k.split('/')[1]} {v:.3f}" for k, v in metrics.items() if k.startswith("loss/")]
+    if "xlco/accuracy" in metrics:
+        parts.append(f"acc {metrics['xlco/accuracy']:.2f}")
+    parts.append(f"{metrics['tokens_per_s']:.0f} tok/s")
+    return ", ".join(parts)
+
+
+def pretrain(config: TrainConfig, data: str | Path, output: str | Path, **kwargs) -> Path:
+    """Train (or resume) a run; returns the run directory."""
+    trainer = Trainer(config, data, output, **kwargs)
+    try:
+        trainer.run()
+    finally:
+        shutdown(trainer.world)
+    return trainer.run_dir
+
+
+def export(run_dir: str | Path, output: str | Path, step: int | None = None) -> Path:
+    """Write a run's query encoder + MLM head (+ tokenizer) as a Hugging Face XLM-R directory."""
+    from .checkpoint import checkpoint_path, list_checkpoints
+
+    run_dir = Path(run_dir)
+    if step is None:
+        found = latest_checkpoint(run_dir)
+        if found is None:
+            raise TrainingError(f"{run_dir}: no checkpoint to export (is it an `infoxlm pretrain` run directory?)")
+    else:
+        found = checkpoint_path(run_dir, step)
+        if not found.is_dir():
+            steps = [s for s, _ in list_checkpoints(run_dir)]
+            raise TrainingError(f"{run_dir}: no checkpoint of step {step}; available: {steps}")
+    state = load_checkpoint(found)
+    encoder = Encoder(EncoderConfig(**json.loads(state["encoder_config"])))
+    encoder.load_state_dict(state["model"])
+    # Pre-training may run without dropout; fine-tuning from the export expects XLM-R's 0.1.
+    encoder.config.hidden_dropout_prob = encoder.config.attention_probs_dropout_prob = 0.1
+    tokenizer_dir = run_dir / "tokenizer"
+    tokenizer = Tokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir.is_dir() else None
+    output = Path(output)
+    encoder.save_pretrained(output, tokenizer)
+    return output
