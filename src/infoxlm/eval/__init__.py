@@ -1,0 +1,1 @@
+"""Evaluation: bitext retrieval (Tatoeba, layer-wise) and its reports."""

@@ -1,0 +1,91 @@
+"""``infoxlm eval tatoeba``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import InfoXLMError
+
+
+def add_eval_commands(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("eval", help="evaluate a model (Tatoeba retrieval)")
+    sub = p.add_subparsers(metavar="TASK", required=True)
+    t = sub.add_parser(
+        "tatoeba",
+        help="bitext retrieval top-1 accuracy, both directions, at one layer or all",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Tatoeba retrieval as XTREME scores it: mean-pooled hidden states (non-padding tokens,\n"
+            "<s> and </s> included), cosine nearest neighbour, top-1 accuracy xx→en and en→xx.\n"
+            "--layer is a Hugging Face hidden_states index (0 = embeddings); XTREME's layer n is n+1\n"
+            "(its default 7 is --layer 8). With --layer all, a PNG of the layer-wise curve is written\n"
+            "beside OUT.json.\n\n"
+            "examples:\n"
+            "  infoxlm eval tatoeba --model my-model --data tatoeba/ --langs paper14 --layer 8 --output t.json\n"
+            "  infoxlm eval tatoeba --model my-model --data hf:xtreme --langs xtreme36 --layer all --output t.json"
+        ),
+    )
+    t.add_argument("--model", required=True, type=Path, help="Hugging Face XLM-R directory (weights + tokenizer)")
+    t.add_argument("--data", required=True, help="directory of LASER files tatoeba.xxx-eng.{xxx,eng}, or hf:xtreme")
+    t.add_argument("--langs", nargs="+", default=None, help="codes (de or deu) or presets paper14, xtreme36 (default: all in --data)")
+    t.add_argument("--layer", default=None, help="hidden_states index, or 'all' (default: the last layer)")
+    t.add_argument("--pooling", choices=["mean", "cls"], default="mean", help="default: mean")
+    t.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
+    t.add_argument("--device", default=None, help="cpu, cuda … (default: cuda if available)")
+    t.add_argument("--output", required=True, type=Path, help="JSON file to write")
+    t.add_argument("--no-progress", action="store_true")
+    t.set_defaults(func=run_eval_tatoeba)
+
+
+def run_eval_tatoeba(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..embedding import default_device
+    from ..model.encoder import Encoder
+    from ..tokenizer import Tokenizer
+    from .tatoeba import evaluate_tatoeba, resolve_languages
+
+    encoder = Encoder.from_pretrained(args.model)
+    tokenizer = Tokenizer.from_pretrained(args.model)
+    if args.layer is None:
+        layers = [encoder.num_layers]
+    elif args.layer == "all":
+        layers = list(range(encoder.num_layers + 1))
+    else:
+        try:
+            layers = [int(args.layer)]
+        except ValueError:
+            raise InfoXLMError(f"--layer {args.layer!r}: expected an integer 0 … {encoder.num_layers} or 'all'") from None
+        if not 0 <= layers[0] <= encoder.num_layers:
+            raise InfoXLMError(f"--layer {layers[0]}: the model has hidden_states 0 … {encoder.num_layers}")
+    languages = resolve_languages(args.langs, args.data)
+    encoder.to(torch.device(args.device) if args.device else default_device())
+    result = evaluate_tatoeba(
+        encoder, tokenizer, args.data, languages, layers,
+        pooling=args.pooling, batch_size=args.batch_size, progress=not args.no_progress,
+    )
+    if args.layer == "all":
+        from .plots import plot_layerwise
+
+        out = {"pooling": args.pooling, "layers": {str(k): v for k, v in result["layers"].items()}}
+        curves = {"": {k: v["average"] for k, v in result["layers"].items()}}
+        title = f"Tatoeba, {len(languages)} languages, {args.pooling} pooling"
+        png = plot_layerwise(curves, args.output.with_suffix(".png"), title)
+        shown = max(result["layers"].values(), key=lambda block: block["average"]["xx2en"])  # the best layer
+    else:
+        out = shown = result["layers"][layers[0]]
+        png = None
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(out, indent=2) + "\n")
+    _print_table(shown)
+    print(f"wrote {args.output}" + (f" and {png}" if png else ""))
+    return 0
+
+
+def _print_table(block: dict) -> None:
+    print(f"layer {block['layer']} ({block['pooling']} pooling)   xx→en   en→xx      n")
+    for code, s in block["languages"].items():
+        print(f"  {code:<24}{s['xx2en']:>8.1f}{s['en2xx']:>8.1f}{s['n']:>7}")
+    print(f"  {'average':<24}{block['average']['xx2en']:>8.1f}{block['average']['en2xx']:>8.1f}")

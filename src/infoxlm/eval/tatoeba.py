@@ -1,0 +1,147 @@
+"""Tatoeba (and any bitext retrieval set) in XTREME's protocol, at one layer or all of them.
+
+Data: LASER-format files ``tatoeba.{xxx}-eng.{xxx}`` and ``tatoeba.{xxx}-eng.eng`` in one
+directory (line i of one translates line i of the other), or ``hf:xtreme`` for the Hugging Face
+``xtreme`` dataset's ``tatoeba.{xxx}`` configs when ``datasets`` and those data are available
+locally. Sentences are embedded as ``<s> … </s>`` (max 512 tokens), mean-pooled over the
+non-padding tokens of a layer (specials included), and matched by cosine nearest neighbour.
+
+Layers are Hugging Face ``hidden_states`` indices: 0 is the embedding output, k the output of
+layer k. XTREME's code numbers the Transformer layers from 0 without the embedding output, so
+its layer n is index n + 1 here (its default "7" is ``--layer 8``); the InfoXLM paper's
+layer-wise figure counts layers from 1, which is this index.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..embedding import embed_layers
+from ..errors import InfoXLMError
+from ..model.encoder import Encoder
+from ..tokenizer import Tokenizer
+from .retrieval import retrieval_accuracy
+
+# ISO 639-1 → the 3-letter codes of the Tatoeba files (fa → pes, sw → swh, zh → cmn).
+TATOEBA_CODES = {
+    "af": "afr", "ar": "ara", "bg": "bul", "bn": "ben", "de": "deu", "el": "ell", "es": "spa", "et": "est",
+    "eu": "eus", "fa": "pes", "fi": "fin", "fr": "fra", "he": "heb", "hi": "hin", "hu": "hun", "id": "ind",
+    "it": "ita", "ja": "jpn", "jv": "jav", "ka": "kat", "kk": "kaz", "ko": "kor", "ml": "mal", "mr": "mar",
+    "nl": "nld", "pt": "por", "ru": "rus", "sw": "swh", "ta": "tam", "te": "tel", "th": "tha", "tl": "tgl",
+    "tr": "tur", "ur": "urd", "vi": "vie", "zh": "cmn",
+}
+# The InfoXLM paper's 14 languages, and XTREME's 36.
+PAPER_14 = ["ar", "bg", "de", "el", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh"]
+XTREME_36 = [
+    "ar", "he", "vi", "id", "jv", "tl", "eu", "ml", "ta", "te", "af", "nl", "de", "el", "bn", "hi", "mr", "ur",
+    "fa", "fr", "it", "pt", "es", "bg", "ru", "ja", "ka", "ko", "th", "sw", "zh", "kk", "tr", "et", "fi", "hu",
+]
+PRESETS = {"paper14": PAPER_14, "xtreme36": XTREME_36}
+
+
+class EvalDataError(InfoXLMError):
+    """Evaluation data that is missing or malformed."""
+
+
+def tatoeba_code(language: str) -> str:
+    """'de' or 'deu' → 'deu'."""
+    if language in TATOEBA_CODES:
+        return TATOEBA_CODES[language]
+    if len(language) == 3 and language.isalpha():
+        return language
+    raise EvalDataError(f"language {language!r}: expected an ISO 639-1 code with a Tatoeba file code or a 3-letter code")
+
+
+def resolve_languages(requested: Sequence[str] | None, data: str) -> list[str]:
+    """3-letter codes to evaluate: presets (paper14, xtreme36), codes, or (default) every
+    language that has files in ``data``."""
+    if not requested:
+        if data.startswith("hf:"):
+            return [TATOEBA_CODES[x] for x in XTREME_36]
+        found = sorted({p.name.split(".")[1].split("-")[0] for p in Path(data).glob("tatoeba.*-eng.eng")})
+        if not found:
+            raise EvalDataError(f"{data}: no tatoeba.xxx-eng.eng files; expected LASER-format Tatoeba data")
+        return found
+    codes: list[str] = []
+    for item in requested:
+        for language in PRESETS.get(item, [item]):
+            code = tatoeba_code(language)
+            if code not in codes:
+                codes.append(code)
+    return codes
+
+
+def _read_lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise EvalDataError(f"{path}: missing")
+    lines = []
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                lines.append(raw.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError as err:
+                raise EvalDataError(f"{path}:{number}: invalid UTF-8 at byte {err.start} of the line") from None
+    return lines
+
+
+def load_pairs(data: str, code: str) -> tuple[list[str], list[str]]:
+    """(xx sentences, English sentences), aligned line by line."""
+    if data.startswith("hf:"):
+        return _load_hf(data[3:], code)
+    folder = Path(data)
+    xx_path = folder / f"tatoeba.{code}-eng.{code}"
+    en_path = folder / f"tatoeba.{code}-eng.eng"
+    xx, en = _read_lines(xx_path), _read_lines(en_path)
+    if len(xx) != len(en):
+        raise EvalDataError(f"{xx_path} has {len(xx)} lines but {en_path} has {len(en)}; expected aligned files")
+    if not xx:
+        raise EvalDataError(f"{xx_path}: empty")
+    return xx, en
+
+
+def _load_hf(name: str, code: str) -> tuple[list[str], list[str]]:
+    """The Hugging Face ``xtreme`` schema: config ``tatoeba.{code}``, source_sentence / target_sentence."""
+    try:
+        import datasets
+    except ImportError:
+        raise EvalDataError("hf: data needs the `datasets` package (pip install datasets)") from None
+    try:
+        split = datasets.load_dataset(name, f"tatoeba.{code}", split="validation")
+    except Exception as err:  # offline and not cached, unknown config, …: one message for all
+        raise EvalDataError(f"hf:{name} tatoeba.{code}: cannot load ({type(err).__name__}: {err})") from None
+    return list(split["source_sentence"]), list(split["target_sentence"])
+
+
+def evaluate_tatoeba(
+    encoder: Encoder,
+    tokenizer: Tokenizer,
+    data: str,
+    languages: Sequence[str],
+    layers: Sequence[int],
+    *,
+    pooling: str = "mean",
+    batch_size: int = 64,
+    max_length: int = 512,
+    progress: bool = False,
+) -> dict:
+    """Top-1 accuracy per language, both directions, at each layer.
+
+    Returns {"pooling", "layers": {layer: {"layer", "pooling", "languages": {code: {"xx2en",
+    "en2xx", "n"}}, "average": {"xx2en", "en2xx"}}}}.
+    """
+    per_layer: dict[int, dict] = {k: {} for k in layers}
+    for code in languages:
+        xx, en = load_pairs(data, code)
+        kwargs = dict(pooling=pooling, batch_size=batch_size, max_length=max_length, progress=progress)
+        xx_vectors = embed_layers(encoder, tokenizer, xx, layers, **kwargs)
+        en_vectors = embed_layers(encoder, tokenizer, en, layers, **kwargs)
+        for k in layers:
+            per_layer[k][code] = {**retrieval_accuracy(xx_vectors[k], en_vectors[k]), "n": len(xx)}
+    result = {"pooling": pooling, "layers": {}}
+    for k, scores in per_layer.items():
+        average = {d: float(np.mean([s[d] for s in scores.values()])) for d in ("xx2en", "en2xx")}
+        result["layers"][k] = {"layer": k, "pooling": pooling, "languages": scores, "average": average}
+    return result
