@@ -1,0 +1,8 @@
+"""The embedded demo: a small real multilingual corpus shipped inside the package.
+
+``infoxlm.demo.corpus`` reads it: English and the 14 languages of the InfoXLM paper, made
+from LibreOffice, Django and Firefox translations by ``scripts/build_demo_corpus.py``
+(training text, Tatoeba-format retrieval sets, a held-out retrieval set from a source the
+training text never uses, and a cross-lingual classification set). The data files keep the
+licences of their sources; see ``corpus/LICENSES.md``.
+"""
