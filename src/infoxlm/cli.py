@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .data.prepare_cli import add_prepare_commands
 from .errors import InfoXLMError
+from .eval.eval_cli import add_eval_commands
 from .tokenizer_cli import add_tokenizer_commands
+from .train.pretrain_cli import add_pretrain_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,8 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"infoxlm {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
-    add_embed_command(commands)
     add_tokenizer_commands(commands)
+    add_prepare_commands(commands)
+    add_pretrain_commands(commands)
+    add_eval_commands(commands)
+    add_embed_command(commands)
     return parser
 
 
