@@ -27,7 +27,6 @@ from infoxlm.cli import main as infoxlm_main
 from infoxlm.data import prepare as prepare_module
 from infoxlm.data.cleaning import clean_text
 from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
-from infoxlm.data.prepare_cli import main as prepare_main
 from infoxlm.data.sampling import language_probabilities
 from infoxlm.data.store import PARTIAL_PREFIX, CorpusWriter, StoreError, TokenStore, partial_corpus_dirs
 from infoxlm.data.store_report import store_report
@@ -248,11 +247,11 @@ def test_up_to_date_and_force(tmp_path, tiny_model_dir, capsys):
 
 def test_progress_bar_counts_bytes_on_stderr(tmp_path, tiny_model_dir, capsys):
     de = write_text(tmp_path / "de.txt", ["Die Katze schläft."] * 20)
-    args = ["mono", "--lang", "de", "--input", str(de), "--tokenizer", str(tiny_model_dir), "--output"]
-    assert prepare_main(args + [str(tmp_path / "a")]) == 0
+    args = ["prepare", "mono", "--lang", "de", "--input", str(de), "--tokenizer", str(tiny_model_dir), "--output"]
+    assert infoxlm_main(args + [str(tmp_path / "a")]) == 0
     err = capsys.readouterr().err
     assert "de: 100%" in err and "B/s" in err and "tokens" in err
-    assert prepare_main(args + [str(tmp_path / "b"), "--no-progress"]) == 0
+    assert infoxlm_main(args + [str(tmp_path / "b"), "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
 
 

@@ -2,9 +2,8 @@
 
 The main command line (``infoxlm.cli``) calls :func:`add_prepare_commands` with its
 sub-parsers object; each command stores its handler as ``func`` (``args.func(args)``
-returns the exit code). :func:`main` runs the commands on their own, which is what
-``python -m infoxlm.data.prepare_cli`` does. Bad input is raised as an
-:class:`~infoxlm.errors.InfoXLMError` and printed on one line.
+returns the exit code). Bad input is raised as an :class:`~infoxlm.errors.InfoXLMError`,
+which the command prints on one line.
 
 Examples::
 
@@ -18,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from infoxlm.data.prepare import DEFAULT_MAX_LINE_TOKENS, prepare_monolingual, prepare_parallel
 from infoxlm.data.store_report import DEFAULT_ALPHA, format_report, store_report
-from infoxlm.errors import InfoXLMError
 
 __all__ = ["add_prepare_commands", "main"]
 
@@ -160,22 +157,3 @@ def run_prepare_inspect(args: argparse.Namespace) -> int:
     else:
         print(format_report(report))
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``infoxlm prepare`` on its own: ``main(["mono", "--lang", "de", ...])``."""
-    parser = argparse.ArgumentParser(prog="infoxlm")
-    add_prepare_commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
-    args = parser.parse_args(["prepare", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.func(args)
-    except InfoXLMError as err:
-        print(f"infoxlm: error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("infoxlm: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
