@@ -21,3 +21,7 @@ class TokenizerError(InfoXLMError):
 
 class DataError(InfoXLMError):
     """Input text, a language code or an option of data preparation that cannot be used."""
+
+
+class EvalDataError(InfoXLMError):
+    """Evaluation data (Tatoeba, XNLI, MLQA files) or predictions that are missing or malformed."""

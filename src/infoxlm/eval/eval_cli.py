@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 
 from ..errors import InfoXLMError
+from .mlqa_cli import add_mlqa_score_command
 
 
 def add_eval_commands(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("eval", help="evaluate a model (Tatoeba retrieval)")
+    p = commands.add_parser("eval", help="evaluate a model (Tatoeba retrieval) or score MLQA predictions")
     sub = p.add_subparsers(metavar="TASK", required=True)
+    add_mlqa_score_command(sub)
     t = sub.add_parser(
         "tatoeba",
         help="bitext retrieval top-1 accuracy, both directions, at one layer or all",

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from ..embedding import embed_layers
-from ..errors import InfoXLMError
+from ..errors import EvalDataError
 from ..model.encoder import Encoder
 from ..tokenizer import Tokenizer
 from .retrieval import retrieval_accuracy
@@ -40,10 +40,6 @@ XTREME_36 = [
     "fa", "fr", "it", "pt", "es", "bg", "ru", "ja", "ka", "ko", "th", "sw", "zh", "kk", "tr", "et", "fi", "hu",
 ]
 PRESETS = {"paper14": PAPER_14, "xtreme36": XTREME_36}
-
-
-class EvalDataError(InfoXLMError):
-    """Evaluation data that is missing or malformed."""
 
 
 def tatoeba_code(language: str) -> str:
