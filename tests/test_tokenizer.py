@@ -24,7 +24,8 @@ import torch
 import infoxlm.data.sampling
 import infoxlm.tokenizer
 from infoxlm.errors import InfoXLMError, TokenizerError
-from infoxlm.tokenizer import Tokenizer, _choose_lines, language_from_filename
+from infoxlm.tokenizer import Tokenizer
+from infoxlm.tokenizer_training import _choose_lines, language_from_filename
 from infoxlm.tokenizer_cli import add_tokenizer_commands
 
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")

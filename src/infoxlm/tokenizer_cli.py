@@ -17,7 +17,8 @@ import argparse
 from pathlib import Path
 
 from infoxlm.errors import TokenizerError
-from infoxlm.tokenizer import Tokenizer, language_from_filename
+from infoxlm.tokenizer import Tokenizer
+from infoxlm.tokenizer_training import language_from_filename
 
 __all__ = ["add_tokenizer_commands", "run_tokenizer_train"]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from infoxlm.data.prepare import DEFAULT_MAX_LINE_TOKENS, prepare_monolingual, prepare_parallel
 from infoxlm.data.store_report import DEFAULT_ALPHA, format_report, store_report
 
-__all__ = ["add_prepare_commands", "main"]
+__all__ = ["add_prepare_commands"]
 
 _INPUT_HELP = """\
 Input: UTF-8 text, one sentence or paragraph per line, plain or compressed (.gz, .xz,

@@ -1,0 +1,476 @@
+"""Learning a new XLM-R-style vocabulary from raw multilingual text.
+
+``train_tokenizer`` (also ``Tokenizer.train`` and ``infoxlm tokenizer train``) draws a training
+sample in which language l has probability p_l ∝ (n_l / n)^α, n_l its number of non-empty
+lines, so small languages get their share, and learns a Unigram (SentencePiece-style)
+vocabulary on it with the ``tokenizers`` library, in XLM-R's id layout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infoxlm.data.sampling import language_probabilities
+from infoxlm.data.text_files import COMPRESSION_SUFFIXES, count_text_lines, read_text_lines
+from infoxlm.errors import DataError, TokenizerError
+from infoxlm.tokenizer import _LEADING_SPECIALS, _METASPACE, BOS, EOS, MASK, TOKENIZER_JSON, UNK, PathLike, Tokenizer
+
+__all__ = ["TrainingReport", "language_from_filename", "train_tokenizer"]
+
+TRAINING_REPORT = "training_report.json"
+# ISO 639 code (2-3 letters) with optional script/region subtags: de, fil, zh-Hans, pt_BR.
+_LANGUAGE_CODE = re.compile(r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$")
+
+# --------------------------------------------------------------------------------------
+# Training report
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainingReport:
+    """How a vocabulary was trained: the per-language data and the sample drawn from it.
+
+    ``line_counts[l]`` is n_l (non-empty lines of language l), ``probabilities[l]`` is
+    p_l ∝ (n_l / n) ** alpha and ``sample_counts[l]`` = round(p_l * total_sample) is how many
+    lines of l the trainer saw (more than n_l when the language was upsampled).
+    """
+
+    files: dict[str, list[str]]
+    line_counts: dict[str, int]
+    probabilities: dict[str, float]
+    sample_counts: dict[str, int]
+    total_sample: int
+    alpha: float
+    seed: int
+    max_sentences: int
+    requested_vocab_size: int
+    vocab_size: int = 0
+    fingerprint: str = field(default="")
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """Languages in training order (sorted by code)."""
+        return tuple(self.line_counts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable copy (what ``training_report.json`` holds)."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line: vocabulary size and, per language, sampling probability and line counts."""
+        parts = [
+            f"{lang} p={self.probabilities[lang]:.3f} lines={self.line_counts[lang]} "
+            f"sampled={self.sample_counts[lang]}"
+            for lang in self.languages
+        ]
+        return (
+            f"vocab_size={self.vocab_size} (asked {self.requested_vocab_size}), "
+            f"sample={self.total_sample} lines, alpha={self.alpha}: " + "; ".join(parts)
+        )
+
+
+
+def train_tokenizer(
+    files: Mapping[str, PathLike | Sequence[PathLike]] | Sequence[PathLike],
+    output_dir: PathLike,
+    vocab_size: int = 250_002,
+    alpha: float = 0.3,
+    max_sentences: int = 10_000_000,
+    seed: int = 0,
+    languages: Iterable[str] | None = None,
+    show_progress: bool = False,
+) -> Tokenizer:
+    """Learn a Unigram (SentencePiece-style) vocabulary from raw text and save it.
+
+    Args:
+        files: ``{language: [paths]}`` (a single path per language is fine too), or a
+            list of paths whose language is read from the file name by
+            :func:`language_from_filename` (``de.txt``, ``train.de.txt``, ``de.txt.gz``).
+            Files are UTF-8 text, one sentence per line; ``.gz``, ``.xz``, ``.bz2`` and
+            ``.zst`` are decompressed on the fly.
+        output_dir: directory that receives ``tokenizer.json``, the ``transformers``
+            configs and ``training_report.json``.
+        vocab_size: total number of ids, the five special tokens included. The result
+            is smaller when the sample has fewer distinct candidate pieces (tiny data);
+            it must be large enough to hold every distinct character of the sample.
+        alpha: language smoothing exponent: language l is sampled with probability
+            p_l ∝ (n_l / n) ** alpha, n_l being its number of non-empty lines.
+        max_sentences: size of the training sample, ``min(max_sentences, n)`` lines in
+            all. Language l contributes ``round(p_l * sample)`` lines, drawn without
+            replacement when it has that many and repeated (upsampled) when not.
+        seed: makes the sample, and therefore the vocabulary, reproducible.
+        languages: if given, only these languages of ``files`` are used.
+        show_progress: show the ``tokenizers`` trainer's progress bars.
+
+    Returns:
+        The trained tokenizer, loaded back from ``output_dir``, with
+        :attr:`training_report` describing the sample.
+
+    Raises:
+        TokenizerError: unreadable or empty files, invalid UTF-8 (naming file and line),
+            a file name without a recognisable language, or bad parameters.
+
+    The text pipeline matches XLM-R: NFKC via SentencePiece's ``nmt_nfkc`` rule (which
+    also drops control characters and maps Unicode spaces to " "), runs of spaces
+    collapsed, whitespace split, "▁"-prefixed pieces. Input lines are NFC-normalised
+    and blank lines skipped. Specials ``<s> <pad> </s> <unk>`` get ids 0-3 and
+    ``<mask>`` the last id. Scores are rounded to 1e-6 and ties ordered by piece so the
+    written file does not depend on floating-point summation order inside the trainer.
+    """
+    _check_int("vocab_size", vocab_size, smallest=6)
+    _check_int("max_sentences", max_sentences, smallest=1)
+    _check_int("seed", seed, smallest=0)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= 1:
+        raise TokenizerError(f"alpha={alpha!r} is invalid; expected a number in (0, 1]")
+    output = Path(output_dir)
+    if output.exists() and not output.is_dir():
+        raise TokenizerError(f"{output}: exists and is not a directory; expected an output directory")
+
+    by_language = _group_files(files, languages)
+    # Pass 1: count non-empty lines (this also validates UTF-8 before any training).
+    line_counts = {lang: sum(_count_lines(p) for p in paths) for lang, paths in by_language.items()}
+    empty = [lang for lang, count in line_counts.items() if count == 0]
+    if len(empty) == len(line_counts):
+        listed = ", ".join(str(p) for paths in by_language.values() for p in paths)
+        raise TokenizerError(
+            f"no non-empty lines in {listed}; expected UTF-8 text, one sentence per line"
+        )
+    if empty:
+        listed = ", ".join(str(p) for p in by_language[empty[0]])
+        raise TokenizerError(
+            f"language {empty[0]!r} has no non-empty lines in {listed}; expected at least one sentence"
+        )
+
+    probabilities = language_probabilities(line_counts, alpha)
+    total_sample = min(max_sentences, sum(line_counts.values()))
+    sample_counts = {lang: round(p * total_sample) for lang, p in probabilities.items()}
+    # Pass 2 streams the files again inside the trainer.
+    sample = _iter_sample(by_language, line_counts, sample_counts, seed)
+    hf_tokenizer = _train_unigram(sample, sum(sample_counts.values()), vocab_size, show_progress)
+
+    output.mkdir(parents=True, exist_ok=True)
+    hf_tokenizer.save(str(output / TOKENIZER_JSON), pretty=True)
+    trained = Tokenizer.from_pretrained(output / TOKENIZER_JSON)
+    trained.save_pretrained(output)
+    report = TrainingReport(
+        files={lang: [str(p) for p in paths] for lang, paths in by_language.items()},
+        line_counts=line_counts,
+        probabilities=probabilities,
+        sample_counts=sample_counts,
+        total_sample=total_sample,
+        alpha=float(alpha),
+        seed=seed,
+        max_sentences=max_sentences,
+        requested_vocab_size=vocab_size,
+        vocab_size=trained.vocab_size,
+        fingerprint=trained.fingerprint,
+    )
+    report_text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    (output / TRAINING_REPORT).write_text(report_text, encoding="utf-8")
+    trained.training_report = report
+    return trained
+
+# --------------------------------------------------------------------------------------
+# Training helpers
+# --------------------------------------------------------------------------------------
+
+
+def _check_int(name: str, value: Any, smallest: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
+        raise TokenizerError(f"{name}={value!r} is invalid; expected an integer >= {smallest}")
+
+
+def language_from_filename(path: PathLike) -> str:
+    """The language code in a training file's name.
+
+    Rule: drop a compression suffix (``.gz``, ``.xz``, ``.lzma``, ``.bz2``, ``.zst``), then a
+    ``.txt`` suffix, and take what follows the last remaining dot (or the whole name if there is
+    none). It must look like an ISO 639 code with optional subtags (``de``, ``fil``,
+    ``zh-Hans``, ``pt_BR``)::
+
+        de.txt -> de    train.de.txt -> de    wiki.2023.zh-Hans.txt.gz -> zh-Hans
+
+    Raises:
+        TokenizerError: the name does not end in a language code.
+    """
+    name = Path(path).name
+    stem = name
+    for suffix in COMPRESSION_SUFFIXES:
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    if stem.endswith(".txt"):
+        stem = stem[: -len(".txt")]
+    code = stem.rsplit(".", 1)[-1]
+    if not _LANGUAGE_CODE.match(code):
+        raise TokenizerError(
+            f"{path}: cannot tell the language from the file name ({code!r} is not a language code); "
+            "expected a name like de.txt or train.de.txt, or give the language explicitly (de=PATH)"
+        )
+    return code
+
+
+def _group_files(
+    files: Mapping[str, PathLike | Sequence[PathLike]] | Sequence[PathLike], languages: Iterable[str] | None
+) -> dict[str, list[Path]]:
+    """Normalise the ``files`` argument to ``{language: [Path, ...]}`` sorted by language."""
+    grouped: dict[str, list[Path]] = {}
+    if isinstance(files, Mapping):
+        for lang, paths in files.items():
+            if not isinstance(lang, str) or not lang or any(c.isspace() or c == "=" for c in lang):
+                raise TokenizerError(
+                    f"language code {lang!r} is invalid; expected a code like 'de' or 'zh-Hans'"
+                )
+            if isinstance(paths, (str, Path)):
+                paths = [paths]
+            paths = [Path(p) for p in paths]
+            if not paths:
+                raise TokenizerError(f"language {lang!r} has no files; expected at least one path")
+            grouped.setdefault(lang, []).extend(paths)
+    elif isinstance(files, (str, Path)):
+        raise TokenizerError(
+            f"files={str(files)!r} is a single path; "
+            "expected a list of paths or a {language: paths} mapping"
+        )
+    else:
+        for p in files:
+            grouped.setdefault(language_from_filename(p), []).append(Path(p))
+    if not grouped:
+        raise TokenizerError("no training files given; expected at least one text file")
+    if languages is not None:
+        # A bare string would otherwise be read as a list of one-letter languages.
+        wanted = [languages] if isinstance(languages, str) else list(languages)
+        missing = [lang for lang in wanted if lang not in grouped]
+        if missing:
+            raise TokenizerError(
+                f"language(s) {', '.join(missing)} requested but no file given for them; "
+                f"files cover {', '.join(sorted(grouped))}"
+            )
+        grouped = {lang: grouped[lang] for lang in wanted}
+    for paths in grouped.values():
+        for p in paths:
+            if not p.is_file():
+                raise TokenizerError(f"{p}: no such file; expected a UTF-8 text file")
+    # Sorted so that sampling, and thus the vocabulary, does not depend on argument order.
+    return {lang: grouped[lang] for lang in sorted(grouped)}
+
+
+@contextmanager
+def _as_tokenizer_error() -> Iterator[None]:
+    """Report text-file problems (shared reader, :class:`DataError`) as :class:`TokenizerError`."""
+    try:
+        yield
+    except DataError as exc:
+        raise TokenizerError(str(exc)) from None
+
+
+def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, NFC text)`` for every non-blank line of a UTF-8 file."""
+    with _as_tokenizer_error():
+        yield from read_text_lines(path)
+
+
+def _count_lines(path: Path) -> int:
+    """Number of non-blank lines (validating UTF-8 on the way)."""
+    with _as_tokenizer_error():
+        return count_text_lines(path)
+
+
+def _choose_lines(available: int, wanted: int, seed: int, language: str) -> np.ndarray:
+    """Sorted line indices (with repeats when upsampling) to draw ``wanted`` of ``available``.
+
+    Without replacement when ``wanted <= available``; otherwise every line is taken
+    ``wanted // available`` times and the remainder drawn without replacement, which
+    upsamples evenly instead of letting chance favour some lines.
+    """
+    if wanted == 0 or available == 0:
+        return np.empty(0, dtype=np.int64)
+    # Seed per language (CRC of the code, not its position) so adding a language leaves
+    # the choice of the others' lines alone.
+    rng = np.random.default_rng([seed, zlib.crc32(language.encode("utf-8"))])
+    repeats, remainder = divmod(wanted, available)
+    parts = [np.repeat(np.arange(available, dtype=np.int64), repeats)] if repeats else []
+    if remainder:
+        parts.append(rng.choice(available, size=remainder, replace=False).astype(np.int64))
+    return np.sort(np.concatenate(parts), kind="stable")
+
+
+def _iter_sample(
+    by_language: dict[str, list[Path]],
+    line_counts: dict[str, int],
+    sample_counts: dict[str, int],
+    seed: int,
+) -> Iterator[str]:
+    """Stream the training sample: each language's chosen lines, repeats included.
+
+    Only the sorted array of chosen line indices is held in memory; the files are read
+    again from the start and every line whose index was chosen is emitted (as many times
+    as it was chosen).
+    """
+    for lang, paths in by_language.items():
+        chosen = _choose_lines(line_counts[lang], sample_counts[lang], seed, lang)
+        position = 0  # next entry of `chosen` to serve
+        index = 0  # index of the current non-empty line within the language
+        for path in paths:
+            if position == len(chosen):
+                break
+            for _, line in _read_lines(path):
+                while position < len(chosen) and chosen[position] == index:
+                    yield line
+                    position += 1
+                index += 1
+                if position == len(chosen):
+                    break
+
+
+def _train_unigram(lines: Iterator[str], length: int, vocab_size: int, show_progress: bool):
+    """Train a Unigram ``tokenizers.Tokenizer`` with XLM-R's pipeline and special-token ids."""
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
+    from tokenizers import Tokenizer as HFTokenizer
+
+    normalizer = normalizers.Sequence(
+        [normalizers.Precompiled(_nmt_nfkc_charsmap()), normalizers.Replace(Regex(" {2,}"), " ")]
+    )
+    # WhitespaceSplit + Metaspace("always") is exactly what transformers 5 rebuilds for an
+    # XLM-R tokenizer, so transformers and this file tokenize identically.
+    pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always"),
+        ]
+    )
+    draft = HFTokenizer(models.Unigram())
+    draft.normalizer = normalizer
+    draft.pre_tokenizer = pre_tokenizer
+    trainer = trainers.UnigramTrainer(
+        vocab_size=vocab_size - 1,  # <mask> is appended after training
+        special_tokens=list(_LEADING_SPECIALS),
+        unk_token=UNK,
+        show_progress=show_progress,
+    )
+    try:
+        draft.train_from_iterator(lines, trainer=trainer, length=length)
+    except TokenizerError:
+        raise
+    except Exception as exc:  # tokenizers reports its errors as plain Exception
+        if "not large enough" in str(exc):
+            raise TokenizerError(
+                f"vocab_size={vocab_size} cannot hold every distinct character of the training "
+                "sample (a Unigram vocabulary keeps them all); expected a larger vocab_size"
+            ) from None
+        raise
+
+    # Rebuild from a canonical vocabulary: the trainer's scores differ in the last bits
+    # between runs (hash-map iteration order), which would change the file's bytes.
+    vocab = json.loads(draft.to_str())["model"]["vocab"]
+    n_special = len(_LEADING_SPECIALS)
+    head = [(piece, 0.0) for piece, _ in vocab[:n_special]]
+    tail = sorted(
+        ((piece, round(score, 6)) for piece, score in vocab[n_special:]),
+        key=lambda piece_score: (-piece_score[1], piece_score[0]),
+    )
+    final = HFTokenizer(models.Unigram(head + tail, unk_id=_LEADING_SPECIALS.index(UNK), byte_fallback=False))
+    final.normalizer = normalizer
+    final.pre_tokenizer = pre_tokenizer
+    final.decoder = decoders.Metaspace(replacement=_METASPACE, prepend_scheme="always")
+    final.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in _LEADING_SPECIALS])
+    final.add_special_tokens([AddedToken(MASK, special=True, normalized=False)])  # id = last
+    # Only for users of the raw JSON (transformers); our encode() adds <s>/</s> itself.
+    final.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A {EOS}",
+        pair=f"{BOS} $A {EOS} {EOS} $B {EOS}",
+        special_tokens=[(BOS, 0), (EOS, 2)],
+    )
+    return final
+
+
+def _protobuf_bytes_field(message: bytes, number: int) -> bytes | None:
+    """The first length-delimited field ``number`` of a serialised protobuf message.
+
+    Just enough of the wire format to read SentencePiece's charsmap without depending on
+    the ``protobuf`` package.
+    """
+
+    def varint(pos: int) -> tuple[int, int]:
+        result, shift = 0, 0
+        while True:
+            byte = message[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return result, pos
+
+    pos = 0
+    while pos < len(message):
+        key, pos = varint(pos)
+        field_number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            _, pos = varint(pos)
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 5:
+            pos += 4
+        elif wire_type == 2:
+            length, pos = varint(pos)
+            if field_number == number:
+                return message[pos : pos + length]
+            pos += length
+        else:  # groups (3/4) never occur in SentencePiece protos
+            raise ValueError(f"unsupported protobuf wire type {wire_type}")
+    return None
+
+
+@lru_cache(maxsize=1)
+def _nmt_nfkc_charsmap() -> bytes:
+    """SentencePiece's compiled ``nmt_nfkc`` normalisation map, as XLM-R's model holds it."""
+    import sentencepiece as spm
+
+    if hasattr(spm, "SentencePieceNormalizer"):  # sentencepiece >= 0.2
+        spec = spm.SentencePieceNormalizer(rule_name="nmt_nfkc").serialized_normalizer_spec()
+    else:
+        spec = _normalizer_spec_via_training()
+    charsmap = _protobuf_bytes_field(spec, 2)  # NormalizerSpec.precompiled_charsmap
+    if not charsmap:
+        raise RuntimeError("sentencepiece returned no nmt_nfkc character map")
+    return charsmap
+
+
+def _normalizer_spec_via_training() -> bytes:
+    """NormalizerSpec of a throw-away model (older sentencepiece has no normalizer API)."""
+    import io
+
+    import sentencepiece as spm
+
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["abc def"] * 4),
+        model_writer=buffer,
+        model_type="char",
+        vocab_size=10,
+        normalization_rule_name="nmt_nfkc",
+        minloglevel=2,
+    )
+    spec = _protobuf_bytes_field(buffer.getvalue(), 3)  # ModelProto.normalizer_spec
+    if spec is None:
+        raise RuntimeError("sentencepiece model has no normalizer spec")
+    return spec
