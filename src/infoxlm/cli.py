@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .data.prepare_cli import add_prepare_commands
+from .demo.demo_cli import add_demo_command
 from .errors import InfoXLMError
 from .eval.eval_cli import add_eval_commands
 from .tokenizer_cli import add_tokenizer_commands
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pretrain_commands(commands)
     add_eval_commands(commands)
     add_embed_command(commands)
+    add_demo_command(commands)
     return parser
 
 

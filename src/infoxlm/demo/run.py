@@ -1,0 +1,488 @@
+"""``infoxlm demo``: InfoXLM against its −XLCO ablation, from raw text to a results table.
+
+One function, :func:`run_demo`, runs the whole experiment on the corpus shipped in
+``infoxlm/demo/corpus`` (software documentation and UI strings in English and 14 languages):
+
+1. export the training text, learn a vocabulary from it, tokenize it into a store;
+2. pre-train a small encoder from scratch twice on the same data, budget and seed: with
+   MMLM + TLM + XLCO (InfoXLM) and without XLCO (the paper's −XLCO ablation);
+3. export both as Hugging Face directories (``DIR/infoxlm``, ``DIR/no-xlco``);
+4. evaluate both: layer-wise Tatoeba-style retrieval (dev, test and the held-out Firefox
+   split, both directions) and zero-shot transfer of an English-trained classifier;
+5. write ``results.json``, ``results.md`` and PNG plots, and return the results.
+
+Intermediate files live in ``DIR/work``; a second call with the same settings reuses the
+tokenizer, the store and finished runs, so only evaluation is repeated.
+
+Example::
+
+    >>> from infoxlm.demo.run import run_demo
+    >>> results = run_demo("out/demo-quick", quick=True)            # doctest: +SKIP
+    >>> results["summary"]["test"]["infoxlm"]["xx2en"]               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..errors import InfoXLMError
+from . import corpus
+
+__all__ = ["DemoSettings", "FULL", "QUICK", "MODELS", "run_demo", "format_tables"]
+
+# The two pre-training runs: directory name → (table label, overrides on top of the settings).
+# −XLCO keeps everything else (data, steps, seed, MMLM and TLM batches) identical.
+MODELS: dict[str, tuple[str, list[str]]] = {
+    "infoxlm": ("InfoXLM", []),
+    "no-xlco": ("−XLCO", ["data.xlco_batch_size=0"]),
+}
+SPLITS = ("dev", "test", "heldout")
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """What the demo trains and evaluates; ``FULL`` and ``QUICK`` are the two shipped ones."""
+
+    name: str
+    vocab_size: int
+    tokenizer_sentences: int  # lines sampled to learn the vocabulary
+    train_overrides: tuple[str, ...]  # on top of preset("demo")
+    languages: tuple[str, ...] | None = None  # None: all 14 of the corpus
+    retrieval_limit: int | None = None  # sentences per language and split; None: all
+    classification_limit: int | None = None  # examples per file; None: all
+    classifier_epochs: int = 300
+
+    def fingerprint(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# The full demo: about 14 minutes on two idle CPU cores (0.85 s per InfoXLM step, 0.49 s per
+# −XLCO step, ~4 minutes of evaluation). Why these settings:
+# * normalised vectors with τ = 0.05 (MoCo / SimCSE style): with the authors' τ = 0.25 on raw
+#   vectors the XLCO loss of this small model falls to ~0 within 30 steps;
+# * the contrast layer is 3 of 4: as in the paper (8 of 12), XLCO shapes a layer below the
+#   top, which the MLM head needs for predicting pieces;
+# * a queue of 1024 negatives (32 steps of keys) with momentum 0.99 keeps the keys fresh in a
+#   run of a few hundred steps.
+# Not yet tuned to its goal (InfoXLM ≥ 15 points above −XLCO on test retrieval): a 150-step
+# probe showed no gain from XLCO (see the README's "The demo" section).
+FULL = DemoSettings(
+    name="full",
+    vocab_size=8000,
+    tokenizer_sentences=200_000,
+    train_overrides=(
+        "model.size=small",
+        "optim.max_steps=400",
+        "optim.warmup_steps=40",
+        "optim.lr=5e-4",
+        "contrast.normalize=true",
+        "contrast.temperature=0.05",
+        "contrast.layer=3",
+        "contrast.queue_size=1024",
+        "contrast.momentum=0.99",
+        "run.save_every=400",
+        "run.log_every=10",
+    ),
+)
+
+# The test suite's run: checks that every stage works together, not the quality (≤ 2 minutes).
+QUICK = DemoSettings(
+    name="quick",
+    vocab_size=2000,
+    tokenizer_sentences=20_000,
+    train_overrides=(
+        "model.size=tiny",
+        "data.mmlm_batch_size=8",
+        "data.tlm_batch_size=8",
+        "data.xlco_batch_size=8",
+        "data.block_size=32",
+        "data.tlm_max_length=48",
+        "data.xlco_max_length=24",
+        "data.max_tokens=1024",
+        "contrast.layer=2",
+        "contrast.queue_size=32",
+        "contrast.normalize=true",
+        "contrast.temperature=0.1",
+        "contrast.momentum=0.9",
+        "optim.lr=1e-3",
+        "optim.warmup_steps=2",
+        "optim.max_steps=12",
+        "run.save_every=12",
+        "run.log_every=2",
+    ),
+    languages=("de", "fr", "zh"),
+    retrieval_limit=60,
+    classification_limit=60,
+    classifier_epochs=50,
+)
+
+
+class DemoError(InfoXLMError):
+    """The demo cannot run in the given directory or with the given settings."""
+
+
+def run_demo(
+    output: str | Path = "out/demo",
+    quick: bool = False,
+    seed: int = 0,
+    *,
+    settings: DemoSettings | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run the demo into ``output`` and return what ``results.json`` holds.
+
+    Args:
+        output: directory for the models, results and plots (``DIR/work`` holds the rest).
+        quick: the tiny settings (``QUICK``) used by the tests; otherwise ``FULL``.
+        seed: one seed for the vocabulary sample, the data order, the weights and the
+            classifier; the same seed gives the same table.
+        settings: explicit settings (overrides ``quick``).
+        progress: show progress bars while pre-training.
+        log: where stage messages go.
+
+    Raises:
+        DemoError: ``output`` holds a demo made with other settings or another seed.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise DemoError(f"seed={seed!r}: expected a non-negative integer")
+    settings = settings or (QUICK if quick else FULL)
+    out = Path(output)
+    work = out / "work"
+    started = time.perf_counter()
+    _claim_directory(work, settings, seed)
+    timings: dict[str, float] = {}
+
+    t = time.perf_counter()
+    store = _prepare_data(work, settings, seed, log)
+    timings["data"] = time.perf_counter() - t
+
+    models: dict[str, dict[str, Any]] = {}
+    for name, (label, extra) in MODELS.items():
+        t = time.perf_counter()
+        log(f"[demo] pre-training {label} ({name}) …")
+        run_dir = _pretrain(work / "runs" / name, store, settings, seed, extra, progress)
+        hf_dir = _export(run_dir, out / name)
+        models[name] = {"label": label, "path": str(hf_dir), "run": str(run_dir), "pretrain_seconds": time.perf_counter() - t}
+
+    t = time.perf_counter()
+    log("[demo] evaluating retrieval and transfer …")
+    retrieval_dirs = {split: _retrieval_files(work / "retrieval" / split, split, settings) for split in SPLITS}
+    for name, model in models.items():
+        model.update(_evaluate(Path(model["path"]), retrieval_dirs, settings, seed))
+    timings["evaluate"] = time.perf_counter() - t
+    timings["pretrain"] = sum(m.pop("pretrain_seconds") for m in models.values())
+
+    results = {
+        "settings": {**settings.fingerprint(), "seed": seed},
+        "models": models,
+        "summary": _summary(models),
+        "plots": _plots(out, models),
+        "seconds": {**timings, "total": time.perf_counter() - started},
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tables = format_tables(results)
+    command = "infoxlm demo" + (" --quick" if settings is QUICK else "") + f" --seed {seed} --output {out}"
+    (out / "results.md").write_text(f"# infoxlm demo\n\n`{command}`\n\n{tables}\n", encoding="utf-8")
+    log(tables)
+    log(f"[demo] {out}: results.json, results.md, *.png, infoxlm/, no-xlco/ ({results['seconds']['total']:.0f} s)")
+    return results
+
+
+# --- 1. data ------------------------------------------------------------------------------
+
+
+def _claim_directory(work: Path, settings: DemoSettings, seed: int) -> None:
+    """Reusing intermediate files is only right for the same settings and seed: check."""
+    stamp = work / "demo_settings.json"
+    wanted = json.loads(json.dumps({**settings.fingerprint(), "seed": seed}))  # tuples → lists, as read back
+    if stamp.is_file():
+        found = json.loads(stamp.read_text(encoding="utf-8"))
+        if found != wanted:
+            changed = sorted(k for k in wanted if found.get(k) != wanted[k])
+            raise DemoError(
+                f"{work.parent}: holds a demo made with other settings ({', '.join(changed)}); "
+                "use another --output or delete that directory"
+            )
+    work.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
+
+
+def _prepare_data(work: Path, settings: DemoSettings, seed: int, log) -> Path:
+    from ..data.prepare import prepare_monolingual, prepare_parallel
+    from ..tokenizer import Tokenizer
+
+    wanted = set(settings.languages or corpus.languages())
+    text = corpus.export_training_text(work / "text")
+    mono = {lang: p for lang, p in text["mono"].items() if lang == "en" or lang in wanted}
+    parallel = {pair: p for pair, p in text["parallel"].items() if pair.split("-")[1] in wanted}
+
+    tokenizer_dir = work / "tokenizer"
+    if (tokenizer_dir / "tokenizer.json").is_file():
+        tokenizer = Tokenizer.from_pretrained(tokenizer_dir)
+        log(f"[demo] reusing the vocabulary in {tokenizer_dir}")
+    else:
+        # The vocabulary sees every language's text: monolingual and both sides of the pairs,
+        # so that pieces of the parallel-only vocabulary (UI strings) are not left as <unk>.
+        files: dict[str, list[Path]] = {lang: [p] for lang, p in mono.items()}
+        english_sides = []
+        for pair, path in parallel.items():
+            xx = pair.split("-")[1]
+            en_lines, xx_lines = _split_tsv(path)
+            english_sides += en_lines
+            files.setdefault(xx, []).append(_write_lines(work / "text" / "sides" / f"{xx}.txt", xx_lines))
+        files.setdefault("en", []).append(_write_lines(work / "text" / "sides" / "en.txt", english_sides))
+        log(f"[demo] learning a {settings.vocab_size}-piece vocabulary …")
+        tokenizer = Tokenizer.train(
+            files, tokenizer_dir, vocab_size=settings.vocab_size, max_sentences=settings.tokenizer_sentences, seed=seed
+        )
+
+    store = work / "store"
+    log(f"[demo] tokenizing {len(mono)} monolingual and {len(parallel)} parallel corpora into {store} …")
+    for lang, path in mono.items():  # each call returns at once when its corpus is up to date
+        prepare_monolingual(lang, [path], tokenizer, store, show_progress=False)
+    for pair, path in parallel.items():
+        prepare_parallel(pair, tokenizer, store, tsv=path, show_progress=False)
+    return store
+
+
+def _split_tsv(path: Path) -> tuple[list[str], list[str]]:
+    en, xx = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        a, _, b = line.partition("\t")
+        en.append(a)
+        xx.append(b)
+    return en, xx
+
+
+def _write_lines(path: Path, lines: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+# --- 2. pre-training ----------------------------------------------------------------------
+
+
+def train_config(settings: DemoSettings, seed: int, extra: list[str]):
+    """preset("demo") + the settings' overrides + the model's own (−XLCO: no XLCO batch)."""
+    from ..train.config import apply_overrides, preset
+
+    config = preset("demo")
+    apply_overrides(config, [*settings.train_overrides, *extra, f"run.seed={seed}"])
+    return config
+
+
+def _pretrain(run_dir: Path, store: Path, settings: DemoSettings, seed: int, extra: list[str], progress: bool) -> Path:
+    from ..train.loop import pretrain
+
+    # pretrain() resumes from the run's last checkpoint, so a finished run costs nothing.
+    return pretrain(train_config(settings, seed, extra), store, run_dir, progress=progress)
+
+
+def _export(run_dir: Path, target: Path) -> Path:
+    """The run's final checkpoint with its tokenizer (prepare keeps one in STORE/tokenizer)."""
+    from ..train.loop import export
+
+    if target.exists():  # always the run's final checkpoint: replace a stale export
+        shutil.rmtree(target)
+    return export(run_dir, target)
+
+
+# --- 3. evaluation ------------------------------------------------------------------------
+
+
+def _retrieval_files(folder: Path, split: str, settings: DemoSettings) -> Path:
+    """LASER files of one split (the languages of the settings, capped for the quick run)."""
+    written = corpus.export_retrieval(folder, split)
+    for lang, paths in written.items():
+        if settings.languages is not None and lang not in settings.languages:
+            for path in paths:
+                path.unlink()
+        elif settings.retrieval_limit is not None:
+            for path in paths:
+                lines = path.read_text(encoding="utf-8").splitlines()[: settings.retrieval_limit]
+                _write_lines(path, lines)
+    return folder
+
+
+def _evaluate(model_dir: Path, retrieval_dirs: dict[str, Path], settings: DemoSettings, seed: int) -> dict[str, Any]:
+    from ..eval.tatoeba import evaluate_tatoeba, resolve_languages
+    from ..model.encoder import Encoder
+    from ..tokenizer import Tokenizer
+
+    encoder = Encoder.from_pretrained(model_dir).eval()
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+    layers = list(range(encoder.num_layers + 1))  # 0 = embeddings … L = last layer
+    retrieval = {}
+    for split, folder in retrieval_dirs.items():
+        codes = resolve_languages(None, str(folder))
+        retrieval[split] = evaluate_tatoeba(encoder, tokenizer, str(folder), codes, layers)["layers"]
+    # The layer for the tables and the classifier: best on dev (both directions), never test.
+    dev = retrieval["dev"]
+    layer = max(layers, key=lambda k: (sum(dev[k]["average"].values()), k))
+    return {
+        "layer": layer,
+        "retrieval": retrieval,
+        "classification": _transfer(encoder, tokenizer, layer, settings, seed),
+    }
+
+
+def _transfer(encoder, tokenizer, layer: int, settings: DemoSettings, seed: int) -> dict[str, Any]:
+    """Zero-shot transfer: softmax regression on frozen English embeddings, tested everywhere."""
+    from ..embedding import embed_layers
+
+    def load(lang: str, split: str) -> tuple[list[str], list[str]]:
+        rows = corpus.classification(lang, split)
+        if settings.classification_limit is not None:
+            # An even spread over the labels, not the first label's examples only.
+            rows = [rows[i] for i in np.linspace(0, len(rows) - 1, settings.classification_limit).astype(int)]
+        return [label for label, _ in rows], [text for _, text in rows]
+
+    def vectors(texts: list[str]) -> torch.Tensor:
+        return torch.from_numpy(embed_layers(encoder, tokenizer, texts, [layer], max_length=256)[layer])
+
+    test_languages = ["en"] + [
+        lang
+        for lang in corpus.languages()
+        if (settings.languages is None or lang in settings.languages)
+        and (corpus.corpus_dir() / f"classification.{lang}.test.tsv.gz").is_file()
+    ]
+    train_labels, train_texts = load("en", "train")
+    classes = sorted(set(train_labels))
+    index = {c: i for i, c in enumerate(classes)}
+    x = vectors(train_texts)
+    # Standardise with English statistics only: the classifier must not see the test languages.
+    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
+    classifier = _fit_softmax((x - mean) / std, torch.tensor([index[c] for c in train_labels]), len(classes), seed, settings.classifier_epochs)
+
+    accuracy = {}
+    for lang in test_languages:
+        labels, texts = load(lang, "test")
+        with torch.no_grad():
+            predicted = classifier((vectors(texts) - mean) / std).argmax(-1)
+        gold = torch.tensor([index[c] for c in labels])
+        accuracy[lang] = 100.0 * float((predicted == gold).float().mean())
+    others = [a for lang, a in accuracy.items() if lang != "en"]
+    return {
+        "layer": layer,
+        "classes": classes,
+        "accuracy": accuracy,
+        "average_others": float(np.mean(others)) if others else None,
+        "transfer_gap": accuracy["en"] - float(np.mean(others)) if others else None,
+    }
+
+
+def _fit_softmax(x: torch.Tensor, y: torch.Tensor, num_classes: int, seed: int, epochs: int) -> torch.nn.Linear:
+    """Full-batch softmax regression (Adam, L2 via weight decay); deterministic given the seed."""
+    generator = torch.Generator().manual_seed(seed)
+    linear = torch.nn.Linear(x.shape[1], num_classes)
+    with torch.no_grad():
+        linear.weight.normal_(0.0, 0.01, generator=generator)
+        linear.bias.zero_()
+    optimizer = torch.optim.AdamW(linear.parameters(), lr=1e-2, weight_decay=1e-2)
+    for _ in range(epochs):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(linear(x), y)  # x (N, d), y (N,)
+        loss.backward()
+        optimizer.step()
+    return linear.eval()
+
+
+# --- 4. output ----------------------------------------------------------------------------
+
+
+def _summary(models: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Average top-1 per split and model at the model's chosen layer, and transfer accuracy."""
+    summary: dict[str, Any] = {}
+    for split in SPLITS:
+        summary[split] = {
+            name: {"layer": m["layer"], **m["retrieval"][split][m["layer"]]["average"]} for name, m in models.items()
+        }
+    summary["classification"] = {
+        name: {k: m["classification"][k] for k in ("layer", "average_others", "transfer_gap")}
+        | {"en": m["classification"]["accuracy"]["en"]}
+        for name, m in models.items()
+    }
+    return summary
+
+
+def _plots(out: Path, models: dict[str, dict[str, Any]]) -> list[str]:
+    from ..eval.plots import plot_layerwise
+
+    written = []
+    for split, title in (("test", "test split"), ("heldout", "held-out split (Firefox)")):
+        curves = {
+            m["label"]: {k: r["average"] for k, r in m["retrieval"][split].items()} for m in models.values()
+        }
+        written.append(str(plot_layerwise(curves, out / f"retrieval_{split}.png", f"Retrieval by layer, {title}")))
+    written.append(str(_plot_losses(out / "loss.png", models)))
+    return written
+
+
+def _plot_losses(path: Path, models: dict[str, dict[str, Any]]) -> Path:
+    """One panel per objective, one line per model, from each run's metrics.jsonl."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    objectives = ("loss/mmlm", "loss/tlm", "loss/xlco")
+    fig, axes = plt.subplots(1, len(objectives), figsize=(10.0, 3.2), dpi=120)
+    for model in models.values():
+        rows = [json.loads(line) for line in Path(model["run"], "metrics.jsonl").read_text().splitlines() if line]
+        for ax, key in zip(axes, objectives):
+            points = [(r["step"], r[key]) for r in rows if key in r]
+            if points:
+                ax.plot(*zip(*points), label=model["label"])
+    for ax, key in zip(axes, objectives):
+        ax.set_title(key.split("/")[1].upper())
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("loss")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def format_tables(results: dict[str, Any]) -> str:
+    """Markdown tables (they read as plain text on a terminal too)."""
+    models = results["models"]
+    names = list(models)
+    labels = [models[n]["label"] for n in names]
+    lines = []
+    for split, title in (("test", "test"), ("heldout", "held-out (Firefox, never trained on)")):
+        layers = ", ".join(f"{models[n]['label']} layer {models[n]['layer']}" for n in names)
+        lines += [f"Retrieval top-1 (%), {title} split ({layers}; layers chosen on dev)", ""]
+        header = ["lang"] + [f"{lab} {d}" for d in ("xx→en", "en→xx") for lab in labels]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        codes = list(models[names[0]]["retrieval"][split][models[names[0]]["layer"]]["languages"])
+        for code in codes + ["average"]:
+            cells = [f"**{code}**" if code == "average" else code]
+            for direction in ("xx2en", "en2xx"):
+                for n in names:
+                    scores = models[n]["retrieval"][split][models[n]["layer"]]
+                    value = scores["average"] if code == "average" else scores["languages"][code]
+                    cells.append(f"{value[direction]:.1f}")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["Transfer: LibreOffice module classification (%), classifier trained on English only", ""]
+    langs = list(models[names[0]]["classification"]["accuracy"])
+    header = ["model", "layer"] + langs + ["others avg", "gap (en − others)"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for n in names:
+        c = models[n]["classification"]
+        extra = [f"{c['average_others']:.1f}", f"{c['transfer_gap']:.1f}"] if c["transfer_gap"] is not None else ["–", "–"]
+        lines.append("| " + " | ".join([models[n]["label"], str(c["layer"])] + [f"{c['accuracy'][l]:.1f}" for l in langs] + extra) + " |")
+    return "\n".join(lines) + "\n"
