@@ -4,6 +4,7 @@ SIGKILL, two processes equal one, the non-finite stop, and refusal to clobber a 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -82,6 +83,10 @@ def test_loss_falls_and_follows_the_golden_curve(store, tmp_path):
     golden = json.loads(GOLDEN.read_text())
     assert golden["overrides"] == GOLDEN_OVERRIDES
     np.testing.assert_allclose(curve, golden["losses"], rtol=1e-3, atol=1e-3)
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["optim"]["max_steps"] == 60 and saved["data"]["seed"] == 0  # the resolved config
+    if importlib.util.find_spec("tensorboard") is not None:
+        assert any((run / "tensorboard").glob("events.out.tfevents.*"))
 
 
 def test_export_loads_in_transformers(store, tmp_path, transformers):
@@ -170,6 +175,11 @@ def test_xlco_joins_after_the_key_encoder_warm_up(store, tmp_path):
     rows = losses(quiet(pretrain, cfg, store, tmp_path / "run", progress=False))
     assert ["loss/xlco" in r for r in rows] == [False, False, True, True]
     assert rows[0]["momentum"] == 0.0 and rows[3]["momentum"] == pytest.approx(1 - 4**-0.51)
+    # The queue was pre-filled with real keys before XLCO's first step, and stays full.
+    from infoxlm.train.checkpoint import load_checkpoint
+
+    queue = load_checkpoint(latest_checkpoint(tmp_path / "run"))["contrast"]
+    assert int(queue["queue_filled"]) == cfg.contrast.queue_size == queue["queue"].shape[0]
 
 
 def test_continues_from_an_exported_checkpoint(store, tmp_path):
