@@ -66,6 +66,12 @@ def all_reduce_sum(x: torch.Tensor, world: World) -> torch.Tensor:
     return x
 
 
+def all_reduce_max(x: torch.Tensor, world: World) -> torch.Tensor:
+    if world.distributed:
+        dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    return x
+
+
 def shutdown(world: World) -> None:
     if world.distributed and dist.is_initialized():
         dist.destroy_process_group()

@@ -30,7 +30,7 @@ from ..objectives.xlco import MomentumContrast, momentum_at
 from ..tokenizer import Tokenizer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainConfig
-from .distributed import World, all_gather_rows, all_reduce_sum, init_world, shutdown
+from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, init_world, shutdown
 from .joint_model import JointModel, MicroStepLosses
 from .metrics import MetricsLog
 from .optim import build_optimizer, build_scheduler
@@ -345,12 +345,6 @@ class Trainer:
                 torch.cat(keys) if keys else empty,
                 torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long, device=self.world.device),
             )
-
-
-def all_reduce_max(x: torch.Tensor, world: World) -> torch.Tensor:
-    if world.distributed:
-        torch.distributed.all_reduce(x, op=torch.distributed.ReduceOp.MAX)
-    return x
 
 
 def _aligned(batches: list, i: int, micro_steps: int):
