@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from infoxlm import Encoder, EncoderConfig
-from infoxlm.objectives.xlco import MomentumContrast, momentum_at
+from infoxlm.objectives.xlco import MomentumContrast, momentum_at, positive_ranked_first
 
 
 @pytest.fixture
@@ -121,6 +121,39 @@ def test_logits_and_loss_on_a_hand_computed_case(encoder):
     expected = -4.0 + math.log(math.exp(4.0) + math.exp(2.0) + math.exp(-4.0))
     assert out.loss().item() == pytest.approx(expected, rel=1e-6)
     assert out.accuracy() == 1.0
+
+
+def test_in_batch_negatives_on_a_hand_computed_case(encoder):
+    xlco = MomentumContrast(encoder, layer=1, queue_size=1, temperature=1.0, in_batch_negatives=True)
+    xlco.queue.zero_()
+    xlco.queue[0, 2] = 1.0  # one queued negative: e2
+    q = torch.zeros(2, 64)
+    q[0, 0], q[1, 1], q[1, 2] = 1.0, 1.0, 3.0
+    k = torch.zeros(2, 64)
+    k[0, 0], k[0, 1], k[1, 1] = 2.0, 1.0, 1.0
+    logits = xlco.contrast_logits(q, k)
+    # columns: [q·own key | q·key_0, q·key_1 (own masked) | q·queue]
+    inf = float("-inf")
+    assert logits.tolist() == [[2.0, inf, 0.0, 0.0], [1.0, 1.0, inf, 3.0]]
+    assert positive_ranked_first(logits).tolist() == [True, False]
+
+
+def test_in_batch_negatives_alone_need_no_queue(encoder, views):
+    ids, mask = views
+    xlco = MomentumContrast(encoder, layer=2, queue_size=0, in_batch_negatives=True)
+    assert xlco.is_full and xlco.prefill_batches_needed(keys_per_batch=4) == 0
+    out = xlco(encoder, ids, mask, ids, mask)
+    assert tuple(out.logits.shape) == (4, 5)  # positive + 4 in-batch columns (own one at −inf)
+    assert torch.isfinite(out.loss())
+    xlco.enqueue(out.keys)  # nothing to keep: a no-op
+    assert xlco.queue.shape == (0, 64)
+
+
+def test_accuracy_counts_ties_as_misses():
+    collapsed = torch.full((3, 5), 7.0)  # every key scores the same: a collapsed encoder
+    assert positive_ranked_first(collapsed).tolist() == [False, False, False]
+    logits = torch.tensor([[3.0, 1.0, 2.9], [1.0, 1.0, 0.0]])
+    assert positive_ranked_first(logits).tolist() == [True, False]
 
 
 def test_bad_arguments(encoder):

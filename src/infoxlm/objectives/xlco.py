@@ -73,8 +73,19 @@ class ContrastOutput:
         return torch.zeros(self.logits.shape[0], dtype=torch.long, device=self.logits.device)
 
     def accuracy(self) -> float:
-        """Share of queries whose positive key scores highest."""
-        return float((self.logits.argmax(dim=1) == 0).float().mean())
+        """Share of queries whose positive key scores strictly highest."""
+        return float(positive_ranked_first(self.logits).float().mean())
+
+
+def positive_ranked_first(logits: torch.Tensor) -> torch.Tensor:
+    """logits (B, 1 + N) with the positive in column 0 → (B,) bool: positive strictly above all.
+
+    Strictly: a collapsed encoder gives every key the same score, and argmax would then pick
+    column 0 and report perfect accuracy.
+    """
+    if logits.shape[1] == 1:
+        return torch.ones(logits.shape[0], dtype=torch.bool, device=logits.device)
+    return logits[:, 0] > logits[:, 1:].max(dim=1).values
 
 
 class MomentumContrast(nn.Module):
@@ -89,13 +100,17 @@ class MomentumContrast(nn.Module):
         temperature: float = 0.25,
         normalize: bool = False,
         use_momentum: bool = True,
+        in_batch_negatives: bool = False,
     ):
         super().__init__()
         config = encoder.config
         if not 1 <= layer <= config.num_hidden_layers:
             raise ValueError(f"layer={layer}: expected 1 … {config.num_hidden_layers} (the universal layer)")
-        if queue_size < 1:
-            raise ValueError(f"queue_size={queue_size}: expected a positive number of negative keys")
+        if queue_size < (0 if in_batch_negatives else 1):
+            raise ValueError(
+                f"queue_size={queue_size}: expected a positive number of negative keys "
+                "(0 is allowed only with in_batch_negatives=True)"
+            )
         if not temperature > 0:
             raise ValueError(f"temperature={temperature}: expected a positive number")
         d = config.hidden_size
@@ -103,6 +118,7 @@ class MomentumContrast(nn.Module):
         self.temperature = temperature
         self.normalize = normalize
         self.use_momentum = use_momentum
+        self.in_batch_negatives = in_batch_negatives
 
         self.query_projection = nn.Linear(d, d, bias=False)
         nn.init.normal_(self.query_projection.weight, std=config.initializer_range)
@@ -198,11 +214,23 @@ class MomentumContrast(nn.Module):
         return ContrastOutput(logits=self.contrast_logits(q, k), keys=k)
 
     def contrast_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """q, k (B, d) → logits (B, 1 + K) = [q·k, q·queueᵀ] / τ, in fp32."""
-        q = q.float()
-        positive = (q * k.float()).sum(dim=-1, keepdim=True)  # (B, 1)
-        negatives = q @ self.queue.t().float()  # (B, K)
-        return torch.cat([positive, negatives], dim=1) / self.temperature
+        """q, k (B, d) → logits (B, 1 + K) = [q·k, q·queueᵀ] / τ, in fp32.
+
+        With in_batch_negatives the other B − 1 keys of the batch are negatives too, placed
+        between the positive and the queue: (B, 1 + B + K), a query's own key masked to −inf
+        in the middle block. They come from the same key-encoder state as the positive, so a
+        fast-changing encoder (from-scratch training) cannot tell its positive from the
+        negatives by age alone, as it can with a queue of older keys.
+        """
+        q, k = q.float(), k.float()
+        parts = [(q * k).sum(dim=-1, keepdim=True)]  # (B, 1)
+        if self.in_batch_negatives:
+            others = q @ k.t()  # (B, B)
+            own = torch.eye(q.shape[0], dtype=torch.bool, device=q.device)
+            parts.append(others.masked_fill(own, float("-inf")))
+        if self.queue_size > 0:
+            parts.append(q @ self.queue.t().float())  # (B, K)
+        return torch.cat(parts, dim=1) / self.temperature
 
     # --- the queue ------------------------------------------------------------------------
 
@@ -211,6 +239,8 @@ class MomentumContrast(nn.Module):
         """Write keys (N, d) — from all ranks, gathered by the caller — over the oldest entries."""
         keys = keys.detach().to(self.queue.dtype)
         K = self.queue_size
+        if K == 0:  # in-batch negatives only
+            return
         if keys.shape[0] > K:  # only the newest K can stay
             keys = keys[-K:]
         n = keys.shape[0]

@@ -59,6 +59,8 @@ class ContrastConfig:
     momentum: float = 0.9999  # constant schedule; the cap of the inverse_sqrt schedule is 0.9995
     momentum_schedule: str = "constant"  # or "inverse_sqrt" (from scratch)
     use_momentum: bool = True  # False: the −Momentum ablation (keys from the query encoder)
+    # Not in the paper: the batch's other keys as extra negatives (queue_size may then be 0).
+    in_batch_negatives: bool = False
     start_step: int = 0  # XLCO joins after this many steps (key-encoder warm-up from scratch)
 
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from ..data.batching import ContrastBatch, MLMBatch
 from ..model.encoder import Encoder
-from ..objectives.xlco import MomentumContrast
+from ..objectives.xlco import MomentumContrast, positive_ranked_first
 
 
 @dataclass
@@ -80,7 +80,7 @@ class JointModel(nn.Module):
             logits = contrast.contrast_logits(q, k)  # (B, 1 + K)
             targets = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
             out.xlco = F.cross_entropy(logits, targets, reduction="sum")
-            out.xlco_correct = int((logits.detach().argmax(dim=1) == 0).sum())
+            out.xlco_correct = int(positive_ranked_first(logits.detach()).sum())
             out.keys, out.key_slots = k, xlco.slots
         if touch_all:
             out.touch = sum(p.view(-1)[0] for p in self.trainable_parameters()) * 0.0

@@ -147,6 +147,7 @@ class Trainer:
             temperature=c.temperature,
             normalize=c.normalize,
             use_momentum=c.use_momentum,
+            in_batch_negatives=c.in_batch_negatives,
         )
 
     def _wrap_ddp(self, model: JointModel) -> torch.nn.Module:
