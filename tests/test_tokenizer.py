@@ -505,6 +505,24 @@ def test_batch_encode_equals_single_encode(xlmr):
     assert xlmr.encode_batch([]) == []
 
 
+def test_offsets_point_at_each_piece(xlmr):
+    for text in ["Grüße aus München, 東京 and Москва!", "  two  spaces", "x"]:
+        ids, offsets = xlmr.encode_with_offsets(text)
+        assert ids == xlmr.encode(text, add_special_tokens=False)
+        assert len(offsets) == len(ids)
+        for (start, end), piece in zip(offsets, ids):
+            assert 0 <= start <= end <= len(text)
+            # the span's text is what the piece spells; a lone "▁" piece (decodes to nothing)
+            # borrows the span of the word it precedes
+            spelled = xlmr.decode([piece]).strip()
+            assert spelled in ("", text[start:end].strip())
+
+
+def test_sentencepiece_model_has_no_offsets(sp_dir):
+    with pytest.raises(TokenizerError, match="tokenizer.json"):
+        Tokenizer.from_pretrained(sp_dir).encode_with_offsets("a b")
+
+
 def test_special_tokens_framing_and_truncation(xlmr):
     text = " ".join(BASE["latin"])
     full = xlmr.encode(text)

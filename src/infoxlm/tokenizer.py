@@ -110,6 +110,12 @@ class _Backend:
     def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
         raise NotImplementedError
 
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        raise TokenizerError(
+            f"{self.name} tokenizer: character offsets need a tokenizer.json (Hugging Face tokenizers) "
+            "model directory; save the tokenizer as tokenizer.json"
+        )
+
 
 class _TokenizersBackend(_Backend):
     """A ``tokenizers`` JSON file, validated to hold XLM-R's special-token layout."""
@@ -156,6 +162,10 @@ class _TokenizersBackend(_Backend):
         # offsets, a third of the work on large batches; the ids are the same.
         encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
         return [enc.ids for enc in encode(texts, add_special_tokens=False)]
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        encoding = self._tok.encode(text, add_special_tokens=False)
+        return list(encoding.ids), [tuple(span) for span in encoding.offsets]
 
     def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
         return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
@@ -412,6 +422,15 @@ class Tokenizer:
             raise TokenizerError(f"encode() expected a str, got {type(text).__name__}")
         self._check_max_length(max_length, add_special_tokens)
         return self._frame(self._backend.encode_many([text])[0], add_special_tokens, max_length)
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Piece ids of ``text`` without ``<s>``/``</s>`` and each piece's (start, end)
+        character span in ``text`` (what extractive QA needs to map answers to tokens).
+
+        The ids equal ``encode(text, add_special_tokens=False)``. Only tokenizer.json models
+        give offsets; a SentencePiece model raises TokenizerError.
+        """
+        return self._backend.encode_with_offsets(text)
 
     def encode_batch(
         self, texts: Sequence[str], add_special_tokens: bool = True, max_length: int | None = None
