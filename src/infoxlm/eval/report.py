@@ -1,0 +1,241 @@
+"""Gather evaluation outputs into Markdown tables shaped like the paper's, with its rows beside.
+
+Inputs, recognised by their JSON content:
+
+* ``infoxlm finetune xnli`` / ``finetune mlqa`` run directories (``RUN/results.json`` with
+  ``"task"``): the mean over seeds per language, Avg and transfer gap;
+* ``infoxlm eval tatoeba`` outputs (one layer: ``{"layer", "languages", "average"}``; all
+  layers: ``{"layers": {k: …}}``, reported at the layer with the best xx→en average);
+* ``infoxlm demo`` directories (``results.json`` with ``"models"``): their ``results.md``,
+  included as it is.
+
+The paper's published rows (``paper_results.py``) are listed first in each table, in italics.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import EvalDataError
+from ..finetune.results import average, markdown_table, transfer_gap
+from . import paper_results as paper
+from .tatoeba import TATOEBA_CODES
+
+_ISO = {three: two for two, three in TATOEBA_CODES.items()}
+
+
+@dataclass
+class Gathered:
+    xnli: dict[str, list[tuple[str, dict]]] = field(default_factory=dict)  # setting → [(name, results)]
+    mlqa: list[tuple[str, dict]] = field(default_factory=list)
+    tatoeba: list[tuple[str, dict]] = field(default_factory=list)  # (name, one-layer block)
+    demo: list[tuple[str, str]] = field(default_factory=list)  # (name, results.md text)
+
+
+def _load(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise EvalDataError(f"{path}: cannot read ({err})") from None
+    except json.JSONDecodeError as err:
+        raise EvalDataError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+
+
+def _tatoeba_block(obj: Any) -> dict | None:
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("languages"), dict) and isinstance(obj.get("average"), dict) and "xx2en" in obj["average"]:
+        return obj
+    if isinstance(obj.get("layers"), dict) and obj["layers"]:
+        blocks = [b for b in obj["layers"].values() if _tatoeba_block(b)]
+        return max(blocks, key=lambda b: b["average"]["xx2en"]) if blocks else None
+    return None
+
+
+def gather(paths: list[str | Path]) -> Gathered:
+    """Classify every input; a path that is none of the known outputs is an error naming it."""
+    out = Gathered()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files = [path / "results.json"] if (path / "results.json").is_file() else sorted(path.glob("*.json"))
+        elif path.is_file():
+            files = [path]
+        else:
+            raise EvalDataError(f"{path}: no such run directory or JSON file")
+        found = False
+        for file in files:
+            obj = _load(file)
+            name = path.name if path.is_dir() else path.stem
+            if isinstance(obj, dict) and obj.get("task") == "xnli":
+                out.xnli.setdefault(obj.get("setting", "cross-lingual-transfer"), []).append((name, obj))
+            elif isinstance(obj, dict) and obj.get("task") == "mlqa":
+                out.mlqa.append((name, obj))
+            elif _tatoeba_block(obj) is not None:
+                out.tatoeba.append((name if path.is_file() else f"{name}/{file.stem}", _tatoeba_block(obj)))
+            elif isinstance(obj, dict) and "models" in obj and "summary" in obj:
+                md = file.with_name("results.md")
+                out.demo.append((name, md.read_text(encoding="utf-8") if md.is_file() else "(no results.md)"))
+            else:
+                continue
+            found = True
+        if not found:
+            raise EvalDataError(
+                f"{path}: no finetune (results.json with \"task\"), eval tatoeba or demo results found"
+            )
+    return out
+
+
+def _italic(name: str) -> str:
+    return f"*{name} (paper)*"
+
+
+def xnli_table(setting: str, runs: list[tuple[str, dict]]) -> str:
+    langs = paper.XNLI_LANGS
+    header = ["Model", *langs, "Avg", "gap"]
+    rows = []
+    for model, values in paper.XNLI.get(setting, {}).items():
+        scores = dict(zip(langs, values[:-1]))
+        rows.append([_italic(model), *values[:-1], values[-1], transfer_gap(scores)])
+    for name, r in runs:
+        test = r["mean"]["test"]
+        n = len(r.get("seeds", [])) or 1
+        rows.append([f"{name} ({n} seed{'s' if n > 1 else ''})", *(test.get(l) for l in langs),
+                     r["mean"]["test_average"], r["mean"].get("transfer_gap")])
+    return markdown_table(header, rows)
+
+
+def _pair(f1: float | None, em: float | None) -> str:
+    return "–" if f1 is None else f"{f1:.1f} / {em:.1f}"
+
+
+def mlqa_table(runs: list[tuple[str, dict]]) -> str:
+    langs = paper.MLQA_LANGS
+    header = ["Model", *langs, "Avg", "gap"]
+    rows = []
+    for model, values in paper.MLQA.items():
+        f1 = dict(zip(langs, (v[0] for v in values[:-1])))
+        em = dict(zip(langs, (v[1] for v in values[:-1])))
+        rows.append([_italic(model), *(_pair(*v) for v in values), _pair(transfer_gap(f1), transfer_gap(em))])
+    for name, r in runs:
+        m = r["mean"]
+        n = len(r.get("seeds", [])) or 1
+        cells = [_pair(m["test"][l]["f1"], m["test"][l]["exact_match"]) if l in m["test"] else "–" for l in langs]
+        rows.append([f"{name} ({n} seed{'s' if n > 1 else ''})", *cells,
+                     _pair(m["average_f1"], m["average_exact_match"]),
+                     _pair(m.get("transfer_gap_f1"), m.get("transfer_gap_exact_match"))])
+    return markdown_table(header, rows)
+
+
+def tatoeba_table(runs: list[tuple[str, dict]]) -> str:
+    """The paper's 14 columns; a run's Avg is over those of the 14 it has (noted when fewer)."""
+    langs = paper.TATOEBA_LANGS
+    header = ["Model", "Direction", *langs, "Avg"]
+    rows = []
+    for direction, arrow in (("xx2en", "xx→en"), ("en2xx", "en→xx")):
+        for model, values in paper.TATOEBA[direction].items():
+            rows.append([_italic(model), arrow, *values])
+        for name, block in runs:
+            by_lang = {_ISO.get(code, code): s[direction] for code, s in block["languages"].items()}
+            present = {l: by_lang[l] for l in langs if l in by_lang}
+            avg = average(present) if present else None
+            label = f"{name} (layer {block.get('layer', '?')}" + ("" if len(present) == len(langs) else f", {len(present)} of 14") + ")"
+            rows.append([label, arrow, *(by_lang.get(l) for l in langs), avg])
+    return markdown_table(header, rows)
+
+
+def gap_table(g: Gathered) -> str:
+    header = ["Model", "MLQA (F1)", "XNLI", "Average"]
+    rows = [[_italic(m), mlqa, xnli, (mlqa + xnli) / 2] for m, (mlqa, xnli) in paper.TRANSFER_GAP.items()]
+    names = list(dict.fromkeys([n for n, _ in g.mlqa] + [n for n, _ in g.xnli.get("cross-lingual-transfer", [])]))
+    mlqa = {n: r["mean"].get("transfer_gap_f1") for n, r in g.mlqa}
+    xnli = {n: r["mean"].get("transfer_gap") for n, r in g.xnli.get("cross-lingual-transfer", [])}
+    for n in names:
+        a, b = mlqa.get(n), xnli.get(n)
+        rows.append([n, a, b, (a + b) / 2 if a is not None and b is not None else None])
+    return markdown_table(header, rows)
+
+
+def build_report(g: Gathered) -> str:
+    """The whole report.md text."""
+    parts = ["# InfoXLM evaluation report", "",
+             "Rows in italics are the paper's published numbers (base size; InfoXLM and XLM-R (reimpl) are means of "
+             "five seeds). gap = English − mean of the other languages (cross-lingual transfer gap, XTREME).", ""]
+    titles = {"cross-lingual-transfer": "cross-lingual transfer (English training data)",
+              "translate-train-all": "translate-train-all"}
+    for setting, runs in g.xnli.items():
+        parts += [f"## XNLI, {titles.get(setting, setting)}: test accuracy (%)", "", xnli_table(setting, runs), ""]
+    if g.mlqa:
+        parts += ["## MLQA: F1 / EM (%)", "", mlqa_table(g.mlqa), ""]
+    if g.tatoeba:
+        parts += ["## Tatoeba, 14 languages with parallel data: top-1 accuracy (%)", "", tatoeba_table(g.tatoeba), ""]
+    if g.mlqa or g.xnli.get("cross-lingual-transfer"):
+        parts += ["## Cross-lingual transfer gap (lower is better)", "",
+                  "The paper's XNLI gaps (Table 'gap') differ slightly from those its XNLI table implies "
+                  "(the gap column of the XNLI table above).", "", gap_table(g), ""]
+    for name, md in g.demo:
+        parts += [f"## Demo: {name}", "", md.strip().replace("\n# ", "\n### "), ""]
+    return "\n".join(parts)
+
+
+def plot_bars(columns: list[str], series: dict[str, list[float | None]], path: Path, ylabel: str, title: str) -> Path:
+    """Grouped bars: one group per column (language), one bar per series (model)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.55 * len(columns) * max(1, len(series)) ** 0.5), 4.0), dpi=120)
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        xs = [c + (i - (len(series) - 1) / 2) * width for c in range(len(columns))]
+        ax.bar(xs, [v if v is not None else 0.0 for v in values], width, label=name)
+    ax.set_xticks(range(len(columns)))
+    ax.set_xticklabels(columns)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_plots(g: Gathered, out: Path) -> list[Path]:
+    written = []
+    for setting, runs in g.xnli.items():
+        cols = [*paper.XNLI_LANGS, "Avg"]
+        series = {f"{m} (paper)": list(v) for m, v in paper.XNLI.get(setting, {}).items()}
+        for name, r in runs:
+            series[name] = [r["mean"]["test"].get(l) for l in paper.XNLI_LANGS] + [r["mean"]["test_average"]]
+        written.append(plot_bars(cols, series, out / f"xnli-{setting}.png", "accuracy (%)", f"XNLI, {setting}"))
+    if g.mlqa:
+        cols = [*paper.MLQA_LANGS, "Avg"]
+        series = {f"{m} (paper)": [v[0] for v in values] for m, values in paper.MLQA.items()}
+        for name, r in g.mlqa:
+            m = r["mean"]
+            series[name] = [m["test"][l]["f1"] if l in m["test"] else None for l in paper.MLQA_LANGS] + [m["average_f1"]]
+        written.append(plot_bars(cols, series, out / "mlqa.png", "F1 (%)", "MLQA"))
+    if g.tatoeba:
+        cols = [*paper.TATOEBA_LANGS, "Avg"]
+        series = {f"{m} (paper)": list(v) for m, v in paper.TATOEBA["xx2en"].items()}
+        for name, block in g.tatoeba:
+            by_lang = {_ISO.get(code, code): s["xx2en"] for code, s in block["languages"].items()}
+            present = [by_lang[l] for l in paper.TATOEBA_LANGS if l in by_lang]
+            series[name] = [by_lang.get(l) for l in paper.TATOEBA_LANGS] + [sum(present) / len(present) if present else None]
+        written.append(plot_bars(cols, series, out / "tatoeba.png", "top-1 accuracy (%)", "Tatoeba xx→en"))
+    return written
+
+
+def write_report(paths: list[str | Path], output: str | Path) -> tuple[str, list[Path]]:
+    """Gather, write OUTPUT/report.md and OUTPUT/*.png; return the markdown and the PNG paths."""
+    g = gather(paths)
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = build_report(g)
+    (out / "report.md").write_text(markdown, encoding="utf-8")
+    return markdown, write_plots(g, out)

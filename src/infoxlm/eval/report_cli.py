@@ -1,0 +1,34 @@
+"""``infoxlm report``: fine-tuning and evaluation results as the paper's tables."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_report_command(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "report",
+        help="Markdown tables and bar plots of finetune / eval tatoeba / demo results, beside the paper's",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Gathers results.json of `infoxlm finetune xnli|mlqa` runs, JSON outputs of `infoxlm eval\n"
+            "tatoeba` and `infoxlm demo` directories into tables shaped like the paper's (per-language\n"
+            "columns, Avg, transfer gap) with the paper's published rows alongside, plus PNG bar plots.\n"
+            "Writes DIR/report.md and DIR/*.png and prints the Markdown.\n\n"
+            "example:\n"
+            "  infoxlm report runs/xnli-xlt runs/mlqa runs/tatoeba.json --output runs/report"
+        ),
+    )
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories or result JSON files")
+    p.add_argument("--output", required=True, type=Path, help="directory DIR for report.md and the PNGs")
+    p.set_defaults(func=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    markdown, pngs = write_report(args.runs, args.output)
+    print(markdown)
+    print(f"wrote {args.output / 'report.md'}" + "".join(f", {p.name}" for p in pngs))
+    return 0

@@ -1,0 +1,46 @@
+"""MLQA end to end: SQuAD v1.1 training file, MLQA test files, official scores, predictions files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infoxlm.eval.mlqa_data import MLQADataError
+from infoxlm.finetune.qa import run_mlqa
+from infoxlm.finetune.training import FinetuneConfig
+
+from finetune_formats import toy_squad, write_mlqa
+
+
+def test_tiny_mlqa_run_learns_and_scores_every_language_pair(tiny_model_dir, tmp_path):
+    train = tmp_path / "train-v1.1.json"
+    train.write_text(json.dumps(toy_squad(24, seed=0)), encoding="utf-8")
+    mlqa = write_mlqa(tmp_path / "MLQA_V1", languages=("en", "de"), n=4)
+    config = FinetuneConfig(lr=1e-2, batch_size=8, epochs=6, warmup="10%", selection="last", seed=0)
+    results = run_mlqa(tiny_model_dir, train, mlqa, tmp_path / "run", config, languages=["en", "de"],
+                       cross_language=True, max_length=96, doc_stride=48, progress=False, log=lambda _: None)
+    run, = results["runs"]
+    losses = run["train_loss"]["per_step"]
+    assert sum(losses[-4:]) / 4 < 0.6 * sum(losses[:4]) / 4
+    assert set(run["test"]) == {"en", "de"} and all(set(s) == {"f1", "exact_match"} for s in run["test"].values())
+    assert run["average_f1"] == pytest.approx((run["test"]["en"]["f1"] + run["test"]["de"]["f1"]) / 2)
+    assert run["transfer_gap_f1"] == pytest.approx(run["test"]["en"]["f1"] - run["test"]["de"]["f1"])
+    assert set(run["cross_language"]["f1"]["en"]) == {"en", "de"}
+    assert run["cross_language"]["f1"]["de"]["de"] == run["test"]["de"]["f1"]
+    predictions = json.loads((tmp_path / "run" / "seed-0" / "predictions" / "test-context-de-question-en.json").read_text())
+    assert len(predictions) == 4 and all(isinstance(v, str) for v in predictions.values())
+    assert (tmp_path / "run" / "seed-0" / "model" / "model.safetensors").is_file()
+    assert "| run | en | es |" not in (tmp_path / "run" / "results.md").read_text()
+    assert "F1 (%) per context language" in (tmp_path / "run" / "results.md").read_text()
+
+
+def test_missing_mlqa_file_is_named(tiny_model_dir, tmp_path):
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps(toy_squad(2, seed=0)), encoding="utf-8")
+    write_mlqa(tmp_path / "MLQA_V1", languages=("en",), n=1)
+    config = FinetuneConfig(lr=1e-3, batch_size=2, epochs=1, selection="last")
+    with pytest.raises(MLQADataError, match="no test-context-hi-question-hi.json"):
+        run_mlqa(tiny_model_dir, train, tmp_path / "MLQA_V1", tmp_path / "run", config, languages=["en", "hi"], progress=False)
+    with pytest.raises(MLQADataError, match="MLQA language 'fr'"):
+        run_mlqa(tiny_model_dir, train, tmp_path / "MLQA_V1", tmp_path / "run", config, languages=["fr"], progress=False)
