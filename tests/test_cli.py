@@ -25,7 +25,9 @@ def test_help_lists_only_working_commands():
     assert result.returncode == 0
     out = result.stdout.decode()
     listed = set(re.findall(r"^ {4}(\w+)", out.split("commands:")[1], flags=re.M))
-    assert listed == {"tokenizer", "prepare", "pretrain", "export", "eval", "embed", "demo"}
+    assert listed == {
+        "tokenizer", "prepare", "pretrain", "export", "eval", "finetune", "report", "embed", "bench", "demo"
+    }
 
 
 def test_embed_reads_stdin_and_writes_npy_to_stdout(tiny_model_dir):

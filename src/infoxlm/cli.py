@@ -12,10 +12,13 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .bench.bench_cli import add_bench_command
 from .data.prepare_cli import add_prepare_commands
 from .demo.demo_cli import add_demo_command
 from .errors import InfoXLMError
 from .eval.eval_cli import add_eval_commands
+from .eval.report_cli import add_report_command
+from .finetune.finetune_cli import add_finetune_commands
 from .tokenizer_cli import add_tokenizer_commands
 from .train.pretrain_cli import add_pretrain_commands
 
@@ -31,7 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_prepare_commands(commands)
     add_pretrain_commands(commands)
     add_eval_commands(commands)
+    add_finetune_commands(commands)
+    add_report_command(commands)
     add_embed_command(commands)
+    add_bench_command(commands)
     add_demo_command(commands)
     return parser
 

@@ -1,0 +1,9 @@
+"""``infoxlm bench``: infoxlm's joint training step timed against a plain Hugging Face baseline.
+
+- ``sizes.py``: the named sizes (test, demo, base, large) and their default batches;
+- ``synthetic_batches.py``: realistic random batches in the engine's own types;
+- ``engine_step.py``: infoxlm's step with phase timers; ``hf_baseline.py``: the same step
+  written plainly with transformers;
+- ``flops.py``: useful FLOPs per step and MFU; ``timing.py``: phase timers and memory probes;
+- ``joint_step.py``: the run (loss check, interleaved timing); ``report.py``: the table.
+"""

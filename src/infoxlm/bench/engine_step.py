@@ -1,0 +1,151 @@
+"""infoxlm's joint training step, as the trainer runs it, with phase timers around its parts.
+
+``Trainer.train_step`` (train/loop.py) is one flat function, so the benchmark cannot time its
+phases from outside; ``EngineStep.step`` is the same sequence over the same objects — the
+``JointModel`` (encoder with masked-only MLM head + query projection), ``MomentumContrast``
+(key encoder cut at the universal layer, fused foreach EMA, queue), the optimizer and
+schedule of ``build_optimizer`` / ``build_scheduler`` and the trainer's own loss combination
+(``Trainer._combine``) — minus what a world of one never does (all-reduce, DDP, checkpoints,
+the queue pre-fill). tests/bench/test_engine_step.py checks that it updates the weights
+exactly as ``Trainer.train_step`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..data.pipeline import StepData
+from ..model.config import EncoderConfig
+from ..model.encoder import Encoder
+from ..objectives.xlco import MomentumContrast, momentum_at
+from ..train.config import TrainConfig
+from ..train.joint_model import JointModel
+from ..train.loop import OBJECTIVES, Trainer, _aligned
+from ..train.optim import build_optimizer, build_scheduler
+from .synthetic_batches import step_tokens
+from .timing import PhaseTimer, optimizer_state_tensors, tensor_bytes
+
+
+def step_counts(data: StepData) -> dict[str, int]:
+    """The loss normalisers of a step: masked tokens (MMLM, TLM), sentences (XLCO)."""
+    return {
+        "mmlm": data.stats["mmlm"].num_masked,
+        "tlm": data.stats["tlm"].num_masked,
+        "xlco": data.stats["xlco"].num_examples,
+    }
+
+
+def autocast_for(device: torch.device, bf16: bool):
+    """The trainer's autocast: bf16 on a GPU when asked, fp32 on a CPU."""
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda" and bf16)
+
+
+@dataclass
+class StepOutcome:
+    tokens: int  # real input tokens of all three objectives (both XLCO views)
+    losses: dict[str, float]  # mean loss per objective
+
+
+class EngineStep:
+    """Builds infoxlm's model, contrast and optimizer for ``config`` and runs its step.
+
+    ``config`` is a TrainConfig (the model section is ignored: ``encoder_config`` gives the
+    shape). The weights are drawn with ``torch.manual_seed(seed)``; dropout is set to
+    ``config.model.dropout``.
+    """
+
+    name = "infoxlm"
+
+    def __init__(self, encoder_config: EncoderConfig, config: TrainConfig, device: torch.device, *, seed: int = 0):
+        self.config = config
+        self.device = device
+        torch.manual_seed(seed)
+        encoder = Encoder(encoder_config)
+        encoder.set_dropout(config.model.dropout)
+        encoder.pooler.requires_grad_(False)  # as the trainer: no objective trains it
+        c = config.contrast
+        contrast = MomentumContrast(
+            encoder,
+            layer=c.layer,
+            queue_size=c.queue_size,
+            temperature=c.temperature,
+            normalize=c.normalize,
+            use_momentum=c.use_momentum,
+        )
+        self.encoder = encoder.to(device)
+        self.contrast = contrast.to(device)
+        self.model = JointModel(self.encoder, self.contrast)
+        o = config.optim
+        self.optimizer = build_optimizer(
+            self.model.trainable_parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
+        )
+        self.scheduler = build_scheduler(self.optimizer, o.warmup_steps, o.max_steps)
+        self.steps_done = 0
+
+    def autocast(self):
+        return autocast_for(self.device, self.config.run.bf16)
+
+    def state_bytes(self) -> int:
+        """Bytes held between steps: weights, optimizer state, key encoder, queue."""
+        tensors = [*self.encoder.parameters(), *self.encoder.buffers(), *self.contrast.parameters()]
+        tensors += [*self.contrast.buffers(), *optimizer_state_tensors(self.optimizer)]
+        return tensor_bytes(tensors)
+
+    @torch.no_grad()
+    def losses(self, data: StepData) -> dict[str, float]:
+        """Mean loss per objective of a step's batches, in fp32, changing nothing."""
+        counts = step_counts(data)
+        batches = {name: [b.to(self.device) for b in getattr(data, name)] for name in OBJECTIVES}
+        sums = dict.fromkeys(OBJECTIVES, 0.0)
+        micro_steps = max(len(b) for b in batches.values())
+        for i in range(micro_steps):
+            picked = {name: _aligned(b, i, micro_steps) for name, b in batches.items()}
+            out = self.model(picked["mmlm"], picked["tlm"], picked["xlco"])
+            for name in OBJECTIVES:
+                if getattr(out, name) is not None:
+                    sums[name] += float(getattr(out, name))
+        return {name: sums[name] / counts[name] for name in OBJECTIVES if counts[name]}
+
+    def step(self, data_for_step, index: int, timer: PhaseTimer) -> StepOutcome:
+        """One optimizer step on ``data_for_step(index)`` (a StepData), phases timed by ``timer``."""
+        cfg = self.config
+        with timer("data"):
+            data: StepData = data_for_step(index)
+            batches = {name: [b.to(self.device, non_blocking=True) for b in getattr(data, name)] for name in OBJECTIVES}
+        counts = step_counts(data)
+        micro_steps = max(len(b) for b in batches.values())
+        sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # mmlm, tlm, xlco loss sums; xlco correct
+        keys, key_slots = [], []
+        for i in range(micro_steps):
+            picked = {name: _aligned(b, i, micro_steps) for name, b in batches.items()}
+            with timer("forward"):
+                with self.autocast():
+                    out = self.model(picked["mmlm"], picked["tlm"], picked["xlco"], touch_all=i == micro_steps - 1)
+                loss = Trainer._combine(self, out, counts)  # the trainer's own L = Σ_o w_o · L_o
+            with timer("backward"):
+                loss.backward()
+            for j, name in enumerate(OBJECTIVES):
+                if getattr(out, name) is not None:
+                    sums[j] += getattr(out, name).detach().double()
+            if out.keys is not None:
+                keys.append(out.keys)
+                key_slots.append(out.key_slots)
+        with timer("optimizer"):
+            sums_cpu = sums.tolist()  # the trainer reads them here (its non-finite check)
+            torch.nn.utils.clip_grad_norm_(self.model.trainable_parameters(), cfg.optim.clip_norm)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        with timer("ema"):
+            m = momentum_at(self.steps_done, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
+            self.contrast.momentum_update(self.encoder, m)
+        with timer("queue"):
+            if keys:
+                slots = torch.cat(key_slots)
+                self.contrast.enqueue(torch.cat(keys)[torch.argsort(slots)].float())
+        self.steps_done += 1
+        losses = {name: sums_cpu[j] / counts[name] for j, name in enumerate(OBJECTIVES) if counts[name]}
+        return StepOutcome(tokens=step_tokens(data), losses=losses)
+

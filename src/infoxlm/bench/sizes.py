@@ -1,0 +1,84 @@
+"""The named benchmark sizes: model shape, sequence lengths, contrast settings, default batches.
+
+Lengths and contrast settings follow the training presets (``train/config.py``): ``base``
+and ``large`` are XLM-R base (12×768) and large (24×1024) with the 250,002-piece vocabulary,
+512-token MMLM blocks and TLM pairs, 256-token XLCO views, the universal layer 8 / 12 and a
+queue of 131,072 keys; ``demo`` is the demo preset (4×256, the demo's 8,000-piece vocabulary,
+64-token blocks); ``test`` runs in seconds.
+
+Default batches (examples per optimizer step for MMLM, TLM, XLCO) are small on a CPU, so
+that a ``base`` step takes seconds, and on a GPU a global batch accumulated over
+micro-batches of ``max_tokens`` padded tokens. The baseline computes vocabulary logits at
+every position, so a GPU micro-batch of 8,192 tokens already holds 8192 × 250,002 logits
+(4 GB in bf16, plus its fp32 softmax and gradient): the budget is chosen for the baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InfoXLMError
+
+
+class BenchError(InfoXLMError):
+    """A benchmark that cannot run as asked (unknown size, missing device or library, …)."""
+
+
+@dataclass(frozen=True)
+class Batches:
+    """Examples per optimizer step for each objective, and the micro-batch budget."""
+
+    mmlm: int
+    tlm: int
+    xlco: int
+    max_tokens: int  # padded tokens per micro-batch (rows × longest row; both views for XLCO)
+
+
+@dataclass(frozen=True)
+class BenchSize:
+    name: str
+    encoder: str  # an EncoderConfig preset
+    vocab_size: int
+    block_size: int
+    tlm_max_length: int
+    xlco_max_length: int
+    contrast_layer: int
+    queue_size: int
+    momentum: float
+    cpu: Batches
+    cuda: Batches
+    steps: dict[str, int]  # timed steps per device type
+    warmup: dict[str, int]
+
+    def batches(self, device_type: str) -> Batches:
+        return self.cuda if device_type == "cuda" else self.cpu
+
+
+SIZES: dict[str, BenchSize] = {
+    "test": BenchSize(
+        "test", "tiny", 1000, 32, 48, 24, contrast_layer=1, queue_size=16, momentum=0.9,
+        cpu=Batches(4, 4, 4, 256), cuda=Batches(4, 4, 4, 256),
+        steps={"cpu": 5, "cuda": 20}, warmup={"cpu": 1, "cuda": 3},
+    ),
+    "demo": BenchSize(
+        "demo", "small", 8000, 64, 96, 48, contrast_layer=3, queue_size=1024, momentum=0.99,
+        cpu=Batches(16, 16, 32, 4096), cuda=Batches(256, 256, 512, 16384),
+        steps={"cpu": 10, "cuda": 20}, warmup={"cpu": 2, "cuda": 3},
+    ),
+    "base": BenchSize(
+        "base", "base", 250_002, 512, 512, 256, contrast_layer=8, queue_size=131_072, momentum=0.9999,
+        cpu=Batches(1, 2, 4, 1024), cuda=Batches(32, 32, 64, 8192),
+        steps={"cpu": 3, "cuda": 10}, warmup={"cpu": 1, "cuda": 2},
+    ),
+    "large": BenchSize(
+        "large", "large", 250_002, 512, 512, 256, contrast_layer=12, queue_size=131_072, momentum=0.999,
+        cpu=Batches(1, 1, 2, 1024), cuda=Batches(32, 32, 64, 8192),
+        steps={"cpu": 2, "cuda": 10}, warmup={"cpu": 1, "cuda": 2},
+    ),
+}
+
+
+def bench_size(name: str) -> BenchSize:
+    if name not in SIZES:
+        raise BenchError(f"--size {name!r}: expected one of {', '.join(SIZES)}")
+    return SIZES[name]

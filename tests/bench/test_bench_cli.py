@@ -1,0 +1,51 @@
+import json
+
+import pytest
+import torch
+
+from infoxlm.cli import main
+
+REQUIRED = ("tokens_per_s", "baseline_tokens_per_s", "speedup", "peak_memory_mb", "phases", "baseline_phases")
+
+
+def test_bench_json_end_to_end(capsys):
+    pytest.importorskip("transformers")
+    assert main(["bench", "--size", "test", "--device", "cpu", "--json", "--steps", "2", "--warmup", "1"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)  # exactly one JSON object on stdout
+    for key in REQUIRED:
+        assert key in result
+    for key in ("tokens_per_s", "baseline_tokens_per_s", "speedup", "peak_memory_mb", "flops_per_step", "tokens_per_step"):
+        assert result[key] > 0, key
+    assert result["mfu"] is None  # CPU: no peak to compare with
+    assert set(result["phases"]) == {"data", "forward", "backward", "optimizer", "ema", "queue"}
+    assert set(result["loss_check"]["losses"]) == {"mmlm", "tlm", "xlco"}
+    assert "[bench]" in captured.err and "[bench]" not in captured.out
+
+
+def test_bench_table_without_baseline(capsys):
+    assert main(["bench", "--size", "test", "--device", "cpu", "--steps", "1", "--warmup", "0", "--no-baseline", "--batch", "2,2,2"]) == 0
+    out = capsys.readouterr().out
+    assert "infoxlm" in out and "Hugging Face baseline" not in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_without_cuda_exits_1_with_one_line(capsys):
+    assert main(["bench", "--size", "test", "--device", "cuda", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and "CUDA is not available" in captured.err
+
+
+def test_bad_batch_flag(capsys):
+    assert main(["bench", "--size", "test", "--device", "cpu", "--batch", "1,2"]) == 1
+    assert "MMLM,TLM,XLCO" in capsys.readouterr().err
+
+
+def test_missing_transformers_is_one_line(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers → ImportError
+    assert main(["bench", "--size", "test", "--device", "cpu"]) == 1
+    err = capsys.readouterr().err
+    assert "infoxlm[hf]" in err and "--no-baseline" in err and err.count("\n") == 1

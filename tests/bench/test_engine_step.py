@@ -1,0 +1,29 @@
+"""EngineStep must be the trainer's step: same weights after a step on the same data."""
+
+import torch
+
+from infoxlm.bench.engine_step import EngineStep
+from infoxlm.bench.timing import PhaseTimer
+from infoxlm.train.config import preset
+from infoxlm.train.loop import Trainer
+from training_stores import build_store
+
+
+def test_engine_step_updates_weights_as_the_trainer_does(tmp_path):
+    build_store(tmp_path / "store")
+    config = preset("test")
+    config.model.dropout = 0.0
+    trainer = Trainer(config, tmp_path / "store", tmp_path / "run", progress=False)
+    trainer.contrast.queue_filled.fill_(trainer.contrast.queue_size)  # no pre-fill: keep the queue as is
+    engine = EngineStep(trainer.encoder.config, trainer.config, torch.device("cpu"))
+    engine.encoder.load_state_dict(trainer.encoder.state_dict())
+    engine.contrast.load_state_dict(trainer.contrast.state_dict())
+
+    data = trainer.pipeline.step(0, 0, 1)
+    engine.step(lambda i: data, 0, PhaseTimer())
+    trainer.train_step()
+
+    for (name, ours), theirs in zip(engine.encoder.state_dict().items(), trainer.encoder.state_dict().values()):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-7, msg=name)
+    for (name, ours), theirs in zip(engine.contrast.state_dict().items(), trainer.contrast.state_dict().values()):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-7, msg=name)

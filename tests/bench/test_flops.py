@@ -1,0 +1,68 @@
+import pytest
+
+from infoxlm.bench.flops import ModelShape, encoder_forward_flops, joint_step_flops, mfu, mlm_head_forward_flops, peak_bf16_flops
+
+SHAPE = ModelShape(hidden_size=4, intermediate_size=8, num_layers=3, vocab_size=10)
+
+
+def test_layer_params_are_the_six_matmuls():
+    # Q, K, V, O: 4 · 4·4 = 64; FFN: 4·8 + 8·4 = 64
+    assert SHAPE.layer_params == 128
+
+
+def test_encoder_forward_by_hand():
+    # one sequence of 5 tokens through 2 layers: weights 2·128·2·5 = 2560, attention 4·5·4·2·5 = 800
+    assert encoder_forward_flops([5], SHAPE, 2) == 2560 + 800
+    # sequences add up; attention grows with each sequence's own length (3² and 2², not 5²)
+    assert encoder_forward_flops([3, 2], SHAPE, 1) == 2 * 128 * 5 + 4 * 4 * (9 + 4)
+
+
+def test_head_counts_masked_tokens_only():
+    assert mlm_head_forward_flops(3, SHAPE) == 3 * (2 * 16 + 2 * 4 * 10)
+
+
+def test_joint_step_by_hand():
+    f = joint_step_flops(
+        SHAPE,
+        mmlm_lengths=[6], mmlm_masked=1,
+        tlm_lengths=[4, 2], tlm_masked=2,
+        xlco_query_lengths=[3], xlco_key_lengths=[5],
+        contrast_layer=1, queue_size=7,
+    )
+    layer = 128
+    mmlm_fwd = 2 * layer * 3 * 6 + 4 * 6 * 6 * 4 * 3 + (2 * 16 + 2 * 4 * 10)
+    tlm_fwd = 2 * layer * 3 * 6 + 4 * 4 * 3 * (16 + 4) + 2 * (2 * 16 + 2 * 4 * 10)
+    query_fwd = 2 * layer * 1 * 3 + 4 * 4 * 1 * 9 + 2 * 16  # one layer, + projection
+    logits = 2 * 4 * (1 + 7)
+    key_fwd = 2 * layer * 1 * 5 + 4 * 4 * 1 * 25 + 2 * 16
+    assert f.mmlm == 3 * mmlm_fwd
+    assert f.tlm == 3 * tlm_fwd
+    assert f.xlco_query == 3 * query_fwd + 2 * logits
+    assert f.xlco_key == key_fwd  # forward only: the key encoder gets no gradient
+    assert f.total == f.mmlm + f.tlm + f.xlco_query + f.xlco_key
+    assert f.to_dict()["total"] == f.total
+
+
+def test_base_mmlm_token_matches_the_cost_notes():
+    # XLM-R base: ~6·85M per token for the body; the head on a masked token costs ~2.3× that.
+    base = ModelShape(768, 3072, 12, 250_002)
+    body = 6 * base.layer_params * 12
+    assert body == pytest.approx(6 * 84.9e6, rel=0.01)
+    assert 3 * mlm_head_forward_flops(1, base) / body == pytest.approx(2.27, rel=0.02)
+
+
+def test_rejects_a_layer_outside_the_model():
+    with pytest.raises(ValueError, match="contrast_layer=4"):
+        joint_step_flops(SHAPE, mmlm_lengths=[], mmlm_masked=0, tlm_lengths=[], tlm_masked=0,
+                         xlco_query_lengths=[], xlco_key_lengths=[], contrast_layer=4, queue_size=1)
+
+
+def test_peak_table_and_mfu():
+    assert peak_bf16_flops("NVIDIA H100 80GB HBM3") == 989.4e12
+    assert peak_bf16_flops("NVIDIA H100 PCIe") == 756e12
+    assert peak_bf16_flops("NVIDIA H200") == 989.4e12
+    assert peak_bf16_flops("NVIDIA A100-SXM4-80GB") == 312e12
+    assert peak_bf16_flops("Some Future GPU") is None
+    assert mfu(4e12, 2.0, 10e12) == pytest.approx(0.2)
+    with pytest.raises(ValueError):
+        mfu(1.0, 0.0, 1.0)

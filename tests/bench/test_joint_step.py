@@ -1,0 +1,58 @@
+import pytest
+import torch
+
+from infoxlm.bench.engine_step import EngineStep
+from infoxlm.bench.joint_step import LossMismatchError, check_losses, resolve_device, run_benchmark, train_config
+from infoxlm.bench.sizes import SIZES, BenchError
+from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+from infoxlm.bench.timing import PhaseTimer
+from infoxlm.model.config import EncoderConfig
+
+pytest.importorskip("transformers")
+
+
+def _sides():
+    from infoxlm.bench.hf_baseline import HFBaseline
+
+    size, cpu = SIZES["test"], torch.device("cpu")
+    b = size.cpu
+    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length,
+                         b.mmlm, b.tlm, b.xlco, b.max_tokens)
+    engine = EngineStep(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size), train_config(size, cpu, False), cpu)
+    return engine, HFBaseline(engine), spec
+
+
+def test_both_sides_stay_equal_over_steps():
+    """Same losses at the first step, and still after optimizer, EMA and enqueue have run."""
+    engine, baseline, spec = _sides()
+    first = synthetic_step(spec, 0)
+    check_losses(engine.losses(first), baseline.losses(first), rtol=1e-5)
+    for i in range(3):
+        ours = engine.step(lambda k: synthetic_step(spec, k), i, PhaseTimer())
+        theirs = baseline.step(lambda k: synthetic_step(spec, k), i, PhaseTimer())
+        assert ours.tokens == theirs.tokens
+        check_losses(ours.losses, theirs.losses, rtol=1e-4)
+    torch.testing.assert_close(engine.contrast.queue, baseline.queue, rtol=1e-4, atol=1e-6)
+
+
+def test_a_deliberate_mismatch_stops_the_run():
+    def perturb(baseline):
+        with torch.no_grad():
+            baseline.model.lm_head.bias.add_(0.2 * torch.randn_like(baseline.model.lm_head.bias))
+
+    with pytest.raises(LossMismatchError, match="first-step mmlm loss"):
+        run_benchmark("test", "cpu", steps=1, warmup=0, log=lambda m: None, _perturb_baseline=perturb)
+
+
+def test_check_losses_tolerance():
+    assert check_losses({"mmlm": 2.0}, {"mmlm": 2.0001}, rtol=1e-4) == {"mmlm": [2.0, 2.0001]}
+    with pytest.raises(LossMismatchError, match="xlco"):
+        check_losses({"xlco": 1.0}, {"xlco": 1.01}, rtol=1e-4)
+    with pytest.raises(LossMismatchError, match="objectives differ"):
+        check_losses({"mmlm": 1.0}, {"tlm": 1.0}, rtol=1e-4)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_without_cuda_is_a_clear_error():
+    with pytest.raises(BenchError, match="CUDA is not available"):
+        resolve_device("cuda")
