@@ -17,7 +17,6 @@ with longest-first truncation to 128 tokens (XTREME's XNLI default).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,7 @@ from ..eval.xnli_data import (
 from ..tokenizer import Tokenizer
 from . import defaults
 from .heads import SequenceClassifier, save_task_model
-from .results import average, markdown_table, mean_over_seeds, std_over_seeds, transfer_gap
+from .results import average, markdown_table, mean_over_seeds, std_over_seeds, transfer_gap, write_results
 from .training import Evaluation, FinetuneConfig, FinetuneError, copy_config, seed_everything, train
 
 SETTINGS = defaults.XNLI_SETTINGS
@@ -290,10 +289,7 @@ def run_xnli(
         "runs": runs,
         "seconds": time.perf_counter() - started,
     }
-    (output / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    markdown = format_xnli_results(results)
-    (output / "results.md").write_text(markdown, encoding="utf-8")
-    log(markdown)
+    write_results(output, results, format_xnli_results(results), log)
     return results
 
 

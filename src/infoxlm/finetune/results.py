@@ -12,8 +12,10 @@ the task knowledge transfers. The paper reports every score as the mean over fiv
 
 from __future__ import annotations
 
+import json
 import statistics
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 SOURCE_LANGUAGE = "en"
 
@@ -80,3 +82,10 @@ class _Drop:
 
 
 _DROP = _Drop()
+
+
+def write_results(output: Path, results: dict[str, Any], markdown: str, log: Callable[[str], None]) -> None:
+    """RUN/results.json and RUN/results.md of a fine-tuning run; the table also goes to ``log``."""
+    (output / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (output / "results.md").write_text(markdown, encoding="utf-8")
+    log(markdown)
