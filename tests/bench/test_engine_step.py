@@ -1,9 +1,10 @@
-"""EngineStep must be the trainer's step: same weights after a step on the same data."""
+"""EngineStep must be the trainer's step: same weights after a step on the same data, and the
+step's phase hook sees every phase."""
 
 import torch
 
 from infoxlm.bench.engine_step import EngineStep
-from infoxlm.bench.timing import PhaseTimer
+from infoxlm.bench.timing import PHASES, PhaseTimer
 from infoxlm.train.config import preset
 from infoxlm.train.loop import Trainer
 from training_stores import build_store
@@ -20,8 +21,10 @@ def test_engine_step_updates_weights_as_the_trainer_does(tmp_path):
     engine.contrast.load_state_dict(trainer.contrast.state_dict())
 
     data = trainer.pipeline.step(0, 0, 1)
-    engine.step(lambda i: data, 0, PhaseTimer())
-    trainer.train_step()
+    engine_timer, trainer_timer = PhaseTimer(), PhaseTimer()
+    engine.step(lambda i: data, 0, engine_timer)
+    trainer.train_step(phases=trainer_timer)
+    assert set(engine_timer.seconds) == set(trainer_timer.seconds) == set(PHASES)
 
     for (name, ours), theirs in zip(engine.encoder.state_dict().items(), trainer.encoder.state_dict().values()):
         torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-7, msg=name)

@@ -1,13 +1,13 @@
 """infoxlm's joint training step, as the trainer runs it, with phase timers around its parts.
 
-``Trainer.train_step`` (train/loop.py) is one flat function, so the benchmark cannot time its
-phases from outside; ``EngineStep.step`` is the same sequence over the same objects — the
-``JointModel`` (encoder with masked-only MLM head + query projection), ``MomentumContrast``
-(key encoder cut at the universal layer, fused foreach EMA, queue), the optimizer and
-schedule of ``build_optimizer`` / ``build_scheduler`` and the trainer's own loss combination
-(``Trainer._combine``) — minus what a world of one never does (all-reduce, DDP, checkpoints,
-the queue pre-fill). tests/bench/test_engine_step.py checks that it updates the weights
-exactly as ``Trainer.train_step`` does.
+``EngineStep`` builds the trainer's objects — the ``JointModel`` (encoder with masked-only MLM
+head + query projection), ``MomentumContrast`` (key encoder cut at the universal layer, fused
+foreach EMA, queue), the optimizer and schedule of ``build_optimizer`` / ``build_scheduler``
+— without a token store or run directory, and runs the trainer's own step on them:
+``train.loop.JointStep``, which ``Trainer.train_step`` calls, with a ``PhaseTimer`` as its
+phase hook. What a world of one never does (all-reduce, DDP, checkpoints, the queue
+pre-fill) it does not do here either. tests/bench/test_engine_step.py checks that it updates
+the weights exactly as ``Trainer.train_step`` does.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import torch
 from ..data.pipeline import StepData
 from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
-from ..objectives.xlco import MomentumContrast, momentum_at
+from ..objectives.xlco import MomentumContrast
 from ..train.config import TrainConfig
+from ..train.distributed import World
 from ..train.joint_model import JointModel
-from ..train.loop import OBJECTIVES, Trainer, _aligned
+from ..train.loop import OBJECTIVES, JointStep, _aligned
 from ..train.optim import build_optimizer, build_scheduler
 from .synthetic_batches import step_tokens
 from .timing import PhaseTimer, optimizer_state_tensors, tensor_bytes
@@ -73,15 +74,18 @@ class EngineStep:
             temperature=c.temperature,
             normalize=c.normalize,
             use_momentum=c.use_momentum,
+            in_batch_negatives=c.in_batch_negatives,
         )
         self.encoder = encoder.to(device)
         self.contrast = contrast.to(device)
-        self.model = JointModel(self.encoder, self.contrast)
+        self.model = JointModel(self.encoder, self.contrast, grad_in_place=True)  # as the trainer in a world of one
         o = config.optim
         self.optimizer = build_optimizer(
             self.model.trainable_parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
         )
         self.scheduler = build_scheduler(self.optimizer, o.warmup_steps, o.max_steps)
+        world = World(device=device)
+        self.joint_step = JointStep(config, world, self.model, self.model, self.optimizer, self.scheduler)
         self.steps_done = 0
 
     def autocast(self):
@@ -110,42 +114,9 @@ class EngineStep:
 
     def step(self, data_for_step, index: int, timer: PhaseTimer) -> StepOutcome:
         """One optimizer step on ``data_for_step(index)`` (a StepData), phases timed by ``timer``."""
-        cfg = self.config
         with timer("data"):
             data: StepData = data_for_step(index)
-            batches = {name: [b.to(self.device, non_blocking=True) for b in getattr(data, name)] for name in OBJECTIVES}
-        counts = step_counts(data)
-        micro_steps = max(len(b) for b in batches.values())
-        sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # mmlm, tlm, xlco loss sums; xlco correct
-        keys, key_slots = [], []
-        for i in range(micro_steps):
-            picked = {name: _aligned(b, i, micro_steps) for name, b in batches.items()}
-            with timer("forward"):
-                with self.autocast():
-                    out = self.model(picked["mmlm"], picked["tlm"], picked["xlco"], touch_all=i == micro_steps - 1)
-                loss = Trainer._combine(self, out, counts)  # the trainer's own L = Σ_o w_o · L_o
-            with timer("backward"):
-                loss.backward()
-            for j, name in enumerate(OBJECTIVES):
-                if getattr(out, name) is not None:
-                    sums[j] += getattr(out, name).detach().double()
-            if out.keys is not None:
-                keys.append(out.keys)
-                key_slots.append(out.key_slots)
-        with timer("optimizer"):
-            sums_cpu = sums.tolist()  # the trainer reads them here (its non-finite check)
-            torch.nn.utils.clip_grad_norm_(self.model.trainable_parameters(), cfg.optim.clip_norm)
-            self.optimizer.step()
-            self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
-        with timer("ema"):
-            m = momentum_at(self.steps_done, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
-            self.contrast.momentum_update(self.encoder, m)
-        with timer("queue"):
-            if keys:
-                slots = torch.cat(key_slots)
-                self.contrast.enqueue(torch.cat(keys)[torch.argsort(slots)].float())
+        result = self.joint_step(data, self.steps_done, True, timer)  # the trainer's step, XLCO on
         self.steps_done += 1
-        losses = {name: sums_cpu[j] / counts[name] for j, name in enumerate(OBJECTIVES) if counts[name]}
+        losses = {name: result.sums[j] / result.counts[name] for j, name in enumerate(OBJECTIVES) if result.counts[name]}
         return StepOutcome(tokens=step_tokens(data), losses=losses)
-

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import EncoderConfig
-from .mlm_head import MLMHead
+from .mlm_head import MLMHead, add_into_grad, in_place_grad_applies
 
 if TYPE_CHECKING:
     from ..tokenizer import Tokenizer
@@ -47,6 +47,50 @@ class EncoderOutput:
     hidden_states: tuple[torch.Tensor, ...]
 
 
+class _SelectRows(torch.autograd.Function):
+    """x.index_select(0, rows) for distinct rows, whose backward copies (index_copy_) rather
+    than accumulates (index_add_, a slow scatter-add on CPU)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(rows)
+        ctx.num_rows = x.shape[0]
+        return x.index_select(0, rows)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (rows,) = ctx.saved_tensors
+        return grad.new_zeros(ctx.num_rows, *grad.shape[1:]).index_copy_(0, rows, grad), None
+
+
+@dataclass
+class Packing:
+    """Where the real tokens of a right-padded (B, T) batch sit among its B·T positions.
+
+    Position-wise parts of a layer (projections, feed-forward, LayerNorm, embeddings) run on
+    the n real tokens only — (n, d) instead of (B, T, d) — and only attention, which needs
+    the (B, h, T, d/h) layout, sees the padding (masked).
+    """
+
+    rows: torch.Tensor  # (n,) long, ascending: flat indices of the real tokens
+    batch: int
+    length: int
+
+    @classmethod
+    def of(cls, attention_mask: torch.Tensor) -> "Packing":
+        B, T = attention_mask.shape
+        return cls(attention_mask.reshape(-1).nonzero().squeeze(1), B, T)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, ...) → (n, ...): the real tokens, in row-major order."""
+        return _SelectRows.apply(x.reshape(self.batch * self.length, *x.shape[2:]), self.rows)
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """(n, ...) → (B, T, ...), zeros at the padding."""
+        flat = x.new_zeros(self.batch * self.length, *x.shape[1:]).index_copy(0, self.rows, x)
+        return flat.view(self.batch, self.length, *x.shape[1:])
+
+
 def xlmr_position_ids(input_ids: torch.Tensor, pad_token_id: int) -> torch.Tensor:
     """XLM-R positions: pad_token_id + 1, + 2, … over non-padding tokens; padding keeps pad_token_id.
 
@@ -55,6 +99,31 @@ def xlmr_position_ids(input_ids: torch.Tensor, pad_token_id: int) -> torch.Tenso
     """
     not_pad = input_ids.ne(pad_token_id).int()
     return (torch.cumsum(not_pad, dim=1) * not_pad + pad_token_id).long()
+
+
+class _LookupInPlaceGrad(torch.autograd.Function):
+    """weight[ids], whose gradient is index-added into weight.grad over the rows used only.
+
+    Autograd's embedding backward makes a zero-filled V × d gradient per lookup; this touches
+    the looked-up rows of the (one) accumulated gradient instead. ``padding_idx`` rows get no
+    gradient, as in ``F.embedding``.
+    """
+
+    @staticmethod
+    def forward(ctx, ids: torch.Tensor, weight: torch.Tensor, padding_idx: int) -> torch.Tensor:
+        ctx.save_for_backward(ids)
+        ctx.weight, ctx.padding_idx = weight, padding_idx
+        return F.embedding(ids, weight, padding_idx)  # (..., d)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (ids,) = ctx.saved_tensors
+        weight = ctx.weight
+        ids = ids.reshape(-1)
+        rows = ids.ne(ctx.padding_idx).nonzero().squeeze(1)  # positions that are not <pad>
+        ids, grad = ids[rows], grad.reshape(-1, grad.shape[-1])[rows]  # (n,), (n, d)
+        add_into_grad(weight, lambda: torch.zeros_like(weight).index_add_(0, ids, grad), lambda g: g.index_add_(0, ids, grad))
+        return None, None, None
 
 
 class Embeddings(nn.Module):
@@ -71,13 +140,19 @@ class Embeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, d)
         self.LayerNorm = nn.LayerNorm(d, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.grad_in_place = False  # see mlm_head.py; set by Encoder.set_word_grad_in_place
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         # input_ids (B, T) → (B, T, d)
         if position_ids is None:
             position_ids = xlmr_position_ids(input_ids, self.pad_token_id)
+        weight = self.word_embeddings.weight
+        if self.grad_in_place and in_place_grad_applies(weight, weight):
+            words = _LookupInPlaceGrad.apply(input_ids, weight, self.pad_token_id)
+        else:
+            words = self.word_embeddings(input_ids)
         x = (
-            self.word_embeddings(input_ids)
+            words
             + self.position_embeddings(position_ids)
             + self.token_type_embeddings.weight[0]  # XLM-R uses a single token type
         )
@@ -103,14 +178,16 @@ class TransformerLayer(nn.Module):
         self.output = nn.ModuleDict({"dense": nn.Linear(ff, d), "LayerNorm": nn.LayerNorm(d, eps=eps)})
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
-        # x (B, T, d); attn_mask (B, 1, 1, T) bool, True = may attend, or None for no padding.
-        B, T, d = x.shape
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, packing: Packing | None = None) -> torch.Tensor:
+        # x (B, T, d), or (n, d) the real tokens only when packing is given; attn_mask
+        # (B, 1, 1, T) bool, True = may attend, or None for no padding.
+        B, T, d = (packing.batch, packing.length, x.shape[-1]) if packing is not None else x.shape
         h = self.num_heads
         qkv = self.attention.self
 
         def heads(proj: nn.Linear) -> torch.Tensor:  # (B, T, d) → (B, h, T, d/h)
-            return proj(x).view(B, T, h, d // h).transpose(1, 2)
+            y = proj(x) if packing is None else packing.pad(proj(x))
+            return y.view(B, T, h, d // h).transpose(1, 2)
 
         context = F.scaled_dot_product_attention(
             heads(qkv.query),
@@ -120,6 +197,8 @@ class TransformerLayer(nn.Module):
             dropout_p=self.attention_dropout if self.training else 0.0,
         )
         context = context.transpose(1, 2).reshape(B, T, d)
+        if packing is not None:
+            context = packing.pack(context)  # (n, d)
         out = self.attention.output
         x = out.LayerNorm(x + self.dropout(out.dense(context)))
         ffn = self.output.dense(F.gelu(self.intermediate.dense(x)))
@@ -153,6 +232,9 @@ class Encoder(nn.Module):
         # Optional parts ("lm_head", "pooler") whose weights came from a checkpoint, not from
         # reset_parameters(); set by from_pretrained, read by save_pretrained.
         self.loaded_parts: set[str] = set()
+        # Run position-wise parts on real tokens only (see Packing) for batches with padding.
+        # Outputs at padding positions are then 0, not what a padded run leaves there.
+        self.skip_padding = False
         self.reset_parameters()
 
     @property
@@ -213,12 +295,33 @@ class Encoder(nn.Module):
         # With no padding, no mask at all lets SDPA pick its fastest kernel.
         attn_mask = None if bool(attention_mask.all()) else attention_mask[:, None, None, :]
 
+        if self.skip_padding and attn_mask is not None:
+            packing = Packing.of(attention_mask)
+            if position_ids is None:
+                position_ids = xlmr_position_ids(input_ids, self.config.pad_token_id)
+            x = self.embeddings(packing.pack(input_ids), packing.pack(position_ids))  # (n, d)
+            states = [x]
+            for layer in self.encoder.layer[:num_layers]:
+                x = layer(x, attn_mask, packing)
+                states.append(x)
+            hidden_states = [packing.pad(x) for x in states]  # each (B, T, d)
+            return EncoderOutput(last_hidden_state=hidden_states[-1], hidden_states=tuple(hidden_states))
+
         x = self.embeddings(input_ids, position_ids)
         hidden_states = [x]
         for layer in self.encoder.layer[:num_layers]:
             x = layer(x, attn_mask)
             hidden_states.append(x)
         return EncoderOutput(last_hidden_state=x, hidden_states=tuple(hidden_states))
+
+    def set_word_grad_in_place(self, enabled: bool) -> None:
+        """Add the tied word-embedding gradient straight into ``.grad`` (embedding lookup and MLM
+        head) instead of through autograd's per-use dense V × d tensors (see mlm_head.py).
+
+        For a plain single-process backward only: not under DDP, which hooks autograd's
+        accumulation; autocast falls back to the ordinary path by itself.
+        """
+        self.embeddings.grad_in_place = self.lm_head.grad_in_place = enabled
 
     def set_dropout(self, p: float) -> None:
         """Set hidden and attention dropout everywhere (e.g. 0 for continued pre-training)."""

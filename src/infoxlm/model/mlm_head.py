@@ -3,6 +3,15 @@
 With XLM-R's 250,002-piece vocabulary the output projection costs more than the whole encoder
 per predicted token, so the head selects the masked positions *before* the projection:
 logits (N, V) for the N masked tokens instead of (B, T, V) for every position.
+
+The decoder weight is the word-embedding matrix (V × d, 770 MB for XLM-R base). Autograd
+gives every use of it a dense V × d gradient of its own and then sums them — a fill, a write
+and an add of 770 MB per use, which dominates a small-batch CPU step. With
+``grad_in_place`` the tied weight's gradient is instead added straight into ``weight.grad``
+(``add_into_grad``): the head's by one ``addmm_``, the embedding lookup's by an ``index_add_``
+over the rows it used. Same gradient, up to fp32 summation order. It bypasses autograd's
+gradient accumulation, so it is only for a plain single-process backward: DDP (whose
+reducer hooks that accumulation) and autocast use the ordinary path.
 """
 
 from __future__ import annotations
@@ -12,6 +21,36 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import EncoderConfig
+
+
+def in_place_grad_applies(weight: torch.Tensor, x: torch.Tensor) -> bool:
+    """Whether a backward that adds into ``weight.grad`` may replace autograd's accumulation here."""
+    return torch.is_grad_enabled() and weight.requires_grad and not torch.is_autocast_enabled(x.device.type)
+
+
+def add_into_grad(weight: torch.Tensor, make, add) -> None:
+    """weight.grad ← make() if it has none yet, else add(weight.grad) in place."""
+    if weight.grad is None:
+        weight.grad = make()
+    else:
+        add(weight.grad)
+
+
+class _DecoderInPlaceGrad(torch.autograd.Function):
+    """x @ Wᵀ + b, whose weight gradient gᵀ·x is added into W.grad (no V × d temporary)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        return F.linear(x, weight, bias)  # (N, V)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, weight = ctx.saved_tensors  # (N, d), (V, d); grad (N, V)
+        grad_x = grad @ weight if ctx.needs_input_grad[0] else None
+        add_into_grad(weight, lambda: grad.t() @ x, lambda g: g.addmm_(grad.t(), x))
+        grad_bias = grad.sum(0) if ctx.needs_input_grad[2] else None
+        return grad_x, None, grad_bias
 
 
 class MLMHead(nn.Module):
@@ -29,15 +68,19 @@ class MLMHead(nn.Module):
         self.decoder = nn.Linear(d, config.vocab_size, bias=False)
         self.decoder.weight = word_embeddings.weight  # tied, as in XLM-R
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.grad_in_place = False  # see the module docstring; set by Encoder.set_word_grad_in_place
 
     def forward(self, hidden_states: torch.Tensor, masked_positions: torch.Tensor | None = None) -> torch.Tensor:
         """Vocabulary logits.
 
-        hidden_states (B, T, d); masked_positions (B, T) bool → logits (N, V) for the N True
-        positions, in row-major order (the order of ``labels[masked_positions]``). Without
-        masked_positions: logits (B, T, V) everywhere.
+        hidden_states (B, T, d) or (N, d); masked_positions (B, T) bool → logits (N, V) for the
+        N True positions, in row-major order (the order of ``labels[masked_positions]``).
+        Without masked_positions: logits (..., V) at every position given.
         """
         if masked_positions is not None:
             hidden_states = hidden_states[masked_positions]  # (N, d)
         x = self.layer_norm(F.gelu(self.dense(hidden_states)))
-        return F.linear(x, self.decoder.weight, self.bias)
+        weight = self.decoder.weight
+        if self.grad_in_place and x.dim() == 2 and in_place_grad_applies(weight, x):
+            return _DecoderInPlaceGrad.apply(x, weight, self.bias)
+        return F.linear(x, weight, self.bias)

@@ -29,16 +29,28 @@ class MicroStepLosses:
     xlco_correct: int = 0  # queries whose positive key ranked first
     keys: torch.Tensor | None = None  # (B, d) this micro-step's keys, to enqueue after the step
     key_slots: torch.Tensor | None = None  # (B,) their slots in the global batch
-    touch: torch.Tensor | None = None  # 0 × every trainable parameter (see JointModel.forward)
+    touch: torch.Tensor | None = None  # 0 × each parameter the objectives miss (see JointModel.forward)
 
 
 class JointModel(nn.Module):
-    def __init__(self, encoder: Encoder, contrast: MomentumContrast | None):
+    """``grad_in_place``: the tied word-embedding gradient is added straight into ``.grad``
+    (``Encoder.set_word_grad_in_place``) — for a single process only, never under DDP.
+    ``skip_padding``: the query and key encoders run their position-wise parts on real tokens
+    only (``Encoder.skip_padding``); the losses read real positions only, so nothing changes.
+    """
+
+    def __init__(
+        self, encoder: Encoder, contrast: MomentumContrast | None, *, grad_in_place: bool = False, skip_padding: bool = True
+    ):
         super().__init__()
         self.encoder = encoder
         self.query_projection = contrast.query_projection if contrast is not None else None
         # Held without registering it: its key encoder and queue must stay out of DDP.
         self._contrast = [contrast]
+        encoder.set_word_grad_in_place(grad_in_place)
+        encoder.skip_padding = skip_padding
+        if contrast is not None and contrast.key_encoder is not None:
+            contrast.key_encoder.skip_padding = skip_padding
 
     @property
     def contrast(self) -> MomentumContrast | None:
@@ -47,32 +59,71 @@ class JointModel(nn.Module):
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]
 
-    def masked_lm_loss(self, batch: MLMBatch) -> torch.Tensor:
-        """Σ cross-entropy of the masked tokens; vocabulary logits only at those positions."""
-        hidden = self.encoder(batch.input_ids, batch.attention_mask).last_hidden_state  # (B, T, d)
-        logits = self.encoder.lm_head(hidden, batch.masked_positions)  # (N, V)
-        return F.cross_entropy(logits.float(), batch.targets, reduction="sum")
+    def masked_lm_losses(self, *batches: MLMBatch) -> list[torch.Tensor]:
+        """Σ cross-entropy of the masked tokens of each batch; vocabulary logits only at those.
+
+        One head call for all batches' masked states, so that the V × d decoder (tied
+        word-embedding) gradient is made once per micro-step, not once per objective; the
+        head is row-wise, so each batch's sum is what a call of its own gives.
+        """
+        hidden = [
+            self.encoder(b.input_ids, b.attention_mask).last_hidden_state[b.masked_positions] for b in batches
+        ]  # each (N_i, d)
+        logits = self.encoder.lm_head(torch.cat(hidden) if len(hidden) > 1 else hidden[0])  # (ΣN_i, V)
+        parts = logits.float().split([h.shape[0] for h in hidden])
+        return [F.cross_entropy(part, b.targets, reduction="sum") for part, b in zip(parts, batches)]
+
+    def unreached_parameters(self, mlm: bool, xlco: bool) -> list[nn.Parameter]:
+        """Trainable parameters that a micro-step with these objectives leaves out of the graph.
+
+        MMLM/TLM reach the whole encoder and head; XLCO alone reaches the embeddings and the
+        layers up to the universal one; the query projection only XLCO reaches.
+        """
+        reached: list[nn.Parameter] = []
+        if mlm:
+            reached += self.encoder.parameters()
+        elif xlco:
+            reached += self.encoder.embeddings.parameters()
+            reached += self.encoder.encoder.layer[: self.contrast.layer].parameters()
+        if xlco:
+            reached += self.query_projection.parameters()
+        reached_ids = {id(p) for p in reached}
+        return [p for p in self.trainable_parameters() if id(p) not in reached_ids]
+
+    @torch.no_grad()
+    def zero_missing_grads(self) -> None:
+        """Give every trainable parameter without a gradient a zero one (after a backward).
+
+        In a single process this replaces ``touch_unreached``: AdamW treats a missing gradient
+        (parameter skipped: no decay, moments kept) differently from a zero one, and the
+        trainer's step must be the same with one process or many.
+        """
+        for p in self.trainable_parameters():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
 
     def forward(
         self,
         mmlm: MLMBatch | None = None,
         tlm: MLMBatch | None = None,
         xlco: ContrastBatch | None = None,
-        touch_all: bool = False,
+        touch_unreached: bool = False,
     ) -> MicroStepLosses:
         """Losses of the given micro-batches (any may be None).
 
-        touch_all adds 0 × one element of every trainable parameter, so each parameter takes
-        part in the graph even when this micro-step's objectives do not reach it (layers above
-        the universal layer in an XLCO-only micro-step, the query projection while XLCO is
-        off): DDP then never meets an unused parameter, and a parameter's gradient is the same
-        (zero, not missing) with one process or many.
+        touch_unreached adds 0 × one element of every trainable parameter that this
+        micro-step's objectives do not reach (layers above the universal layer in an XLCO-only
+        micro-step, the query projection while XLCO is off), so that each parameter takes
+        part in the graph: DDP then never meets an unused parameter, and a parameter's
+        gradient is the same (zero, not missing) with one process or many. Only those
+        parameters get the (dense, zero) gradient of the touch.
         """
         out = MicroStepLosses()
-        if mmlm is not None:
-            out.mmlm = self.masked_lm_loss(mmlm)
-        if tlm is not None:
-            out.tlm = self.masked_lm_loss(tlm)
+        mlm = [b for b in (mmlm, tlm) if b is not None]
+        if mlm:
+            sums = iter(self.masked_lm_losses(*mlm))
+            out.mmlm = next(sums) if mmlm is not None else None
+            out.tlm = next(sums) if tlm is not None else None
         if xlco is not None:
             contrast = self.contrast
             q = contrast.encode_queries(self.encoder, xlco.query.input_ids, xlco.query.attention_mask)
@@ -82,6 +133,8 @@ class JointModel(nn.Module):
             out.xlco = F.cross_entropy(logits, targets, reduction="sum")
             out.xlco_correct = int(positive_ranked_first(logits.detach()).sum())
             out.keys, out.key_slots = k, xlco.slots
-        if touch_all:
-            out.touch = sum(p.view(-1)[0] for p in self.trainable_parameters()) * 0.0
+        if touch_unreached:
+            unreached = self.unreached_parameters(bool(mlm), xlco is not None)
+            if unreached:
+                out.touch = sum(p.view(-1)[0] for p in unreached) * 0.0
         return out

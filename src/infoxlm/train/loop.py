@@ -77,7 +77,8 @@ class Trainer:
         self.encoder.to(device)
         if self.contrast is not None:
             self.contrast.to(device)
-        self.model = JointModel(self.encoder, self.contrast)
+        # The tied word-embedding gradient straight into .grad: a single process only (see JointModel).
+        self.model = JointModel(self.encoder, self.contrast, grad_in_place=not self.world.distributed)
         self.ddp = self._wrap_ddp(self.model)
         self.optimizer = build_optimizer(
             self.model.trainable_parameters(),
@@ -87,6 +88,7 @@ class Trainer:
             weight_decay=config.optim.weight_decay,
         )
         self.scheduler = build_scheduler(self.optimizer, config.optim.warmup_steps, config.optim.max_steps)
+        self.joint_step = JointStep(config, self.world, self.model, self.ddp, self.optimizer, self.scheduler, run_dir=self.run_dir)
         self.step = 0
         self._resume()
 
@@ -208,26 +210,137 @@ class Trainer:
             bar.close()
             log.close()
 
-    def train_step(self) -> dict[str, float]:
+    def train_step(self, phases: "StepPhases | None" = None) -> dict[str, float]:
+        """One optimizer step: data → ``JointStep`` (losses → backward → clip → step → EMA →
+        enqueue) → metrics. ``phases`` (default: none) wraps each part, see ``StepPhases``."""
+        phases = phases or NO_PHASES
         cfg, world, step = self.config, self.world, self.step
         started = time.perf_counter()
         torch.manual_seed(_mix(cfg.run.seed, step, world.rank))  # dropout: a function of (seed, step, rank)
         xlco_active = self.contrast is not None and step >= cfg.contrast.start_step
         if xlco_active and not self.contrast.is_full:
             self.prefill_queue()
+        with phases("data"):
+            data = self.pipeline.step(step, world.rank, world.size)
+        result = self.joint_step(data, step, xlco_active, phases)
 
-        data = self.pipeline.step(step, world.rank, world.size)
+        seconds = time.perf_counter() - started
         device = world.device
-        batches = {
-            "mmlm": [b.to(device, non_blocking=True) for b in data.mmlm],
-            "tlm": [b.to(device, non_blocking=True) for b in data.tlm],
-            "xlco": [b.to(device, non_blocking=True) for b in data.xlco] if xlco_active else [],
-        }
-        counts = self._global_counts(data, xlco_active)
-        # Every rank runs the same number of micro-steps, lists aligned at the end so that the
-        # last (synchronising) micro-step carries every objective this rank has.
-        local_steps = max(len(b) for b in batches.values())
-        micro_steps = int(all_reduce_max(torch.tensor(local_steps, device=device), world))
+        tokens = sum(s.num_tokens for s in data.stats.values())
+        positions = sum(s.num_positions for s in data.stats.values())
+        totals = all_reduce_sum(torch.tensor([tokens, positions], dtype=torch.float64, device=device), world)
+        metrics = {"lr": result.lr, "grad_norm": result.grad_norm, "seconds": seconds}
+        metrics.update(result.loss_metrics())
+        if result.momentum is not None:
+            metrics["momentum"] = result.momentum
+        metrics["tokens_per_s"] = float(totals[0]) / seconds
+        metrics["padding_fraction"] = float(1 - totals[0] / totals[1]) if totals[1] else 0.0
+        metrics["eta_s"] = seconds * (cfg.optim.max_steps - step - 1)
+        return metrics
+
+    def _enqueue_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> None:
+        self.joint_step.enqueue_in_slot_order(keys, slots)
+
+    @torch.no_grad()
+    def prefill_queue(self) -> None:
+        """Fill the queue with keys of examples drawn for the purpose, before XLCO starts."""
+        data_cfg = dataclasses.replace(
+            self.config.data,
+            seed=self.config.run.seed + PREFILL_SEED_OFFSET,
+            mmlm_batch_size=0,
+            tlm_batch_size=0,
+        )
+        pipeline = DataPipeline(self.store, data_cfg)
+        needed = self.contrast.prefill_batches_needed(data_cfg.xlco_batch_size)
+        for j in tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not self.progress):
+            keys, slots = [], []
+            for batch in pipeline.step(j, self.world.rank, self.world.size).xlco:
+                batch = batch.to(self.world.device)
+                keys.append(self.contrast.encode_keys(batch.key.input_ids, batch.key.attention_mask, encoder=self.encoder))
+                slots.append(batch.slots)
+            empty = torch.zeros(0, self.encoder.config.hidden_size, device=self.world.device)
+            self._enqueue_in_slot_order(
+                torch.cat(keys) if keys else empty,
+                torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long, device=self.world.device),
+            )
+
+
+class StepPhases:
+    """The step's phase hook: ``with phases(name): …`` around each part of a training step.
+
+    Parts: data, forward, backward, optimizer, ema, queue (forward and backward once per
+    micro-step). This default does nothing; the benchmark passes a timer
+    (``bench/timing.PhaseTimer``, which synchronises a GPU at each boundary).
+    """
+
+    def __call__(self, phase: str) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+
+NO_PHASES = StepPhases()
+
+
+@dataclasses.dataclass
+class StepResult:
+    """What one JointStep call leaves for the metrics."""
+
+    sums: list[float]  # mmlm, tlm, xlco loss sums; xlco correct (all ranks)
+    counts: dict[str, int]  # the loss normalisers (all ranks)
+    grad_norm: float
+    lr: float
+    momentum: float | None
+
+    def loss_metrics(self) -> dict[str, float]:
+        metrics = {}
+        for j, name in enumerate(OBJECTIVES):
+            if self.counts[name] > 0:
+                metrics[f"loss/{name}"] = self.sums[j] / self.counts[name]
+        if self.counts["xlco"] > 0:
+            metrics["xlco/accuracy"] = self.sums[3] / self.counts["xlco"]
+        return metrics
+
+
+class JointStep:
+    """The joint step on one step's data: micro-batches → losses → backward → clip → step →
+    EMA → enqueue. ``Trainer.train_step`` runs it; so does the benchmark (bench/), timing its
+    phases through the ``phases`` hook.
+
+    ``ddp`` is ``model`` itself in a world of one, else its DistributedDataParallel wrapper.
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        world: World,
+        model: JointModel,
+        ddp: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        *,
+        run_dir: Path | None = None,
+    ):
+        self.config, self.world, self.model, self.ddp = config, world, model, ddp
+        self.optimizer, self.scheduler, self.run_dir = optimizer, scheduler, run_dir
+        self.parameters = model.trainable_parameters()
+
+    @property
+    def contrast(self) -> MomentumContrast | None:
+        return self.model.contrast
+
+    def __call__(self, data: StepData, step: int, xlco_active: bool, phases: StepPhases = NO_PHASES) -> StepResult:
+        cfg, world = self.config, self.world
+        device = world.device
+        with phases("data"):
+            batches = {
+                "mmlm": [b.to(device, non_blocking=True) for b in data.mmlm],
+                "tlm": [b.to(device, non_blocking=True) for b in data.tlm],
+                "xlco": [b.to(device, non_blocking=True) for b in data.xlco] if xlco_active else [],
+            }
+            counts = self._global_counts(data, xlco_active)
+            # Every rank runs the same number of micro-steps, lists aligned at the end so that the
+            # last (synchronising) micro-step carries every objective this rank has.
+            local_steps = max(len(b) for b in batches.values())
+            micro_steps = int(all_reduce_max(torch.tensor(local_steps, device=device), world))
         sums = torch.zeros(4, dtype=torch.float64, device=device)  # mmlm, tlm, xlco loss sums; xlco correct
         keys, key_slots = [], []
         autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda" and cfg.run.bf16)
@@ -236,49 +349,47 @@ class Trainer:
             last = i == micro_steps - 1
             sync = contextlib.nullcontext() if last or not world.distributed else self.ddp.no_sync()
             with sync:
-                with autocast:
-                    out: MicroStepLosses = self.ddp(picked["mmlm"], picked["tlm"], picked["xlco"], touch_all=last)
-                loss = self._combine(out, counts) * world.size  # DDP averages over ranks; we want the sum
-                loss.backward()
-            for j, name in enumerate(OBJECTIVES):
-                if getattr(out, name) is not None:
-                    sums[j] += getattr(out, name).detach().double()
-            sums[3] += out.xlco_correct
-            if out.keys is not None:
-                keys.append(out.keys)
-                key_slots.append(out.key_slots)
+                with phases("forward"):
+                    with autocast:
+                        # Under DDP the last micro-step touches what its objectives miss (DDP
+                        # must see every parameter used); a single process fills zeros below.
+                        out: MicroStepLosses = self.ddp(
+                            picked["mmlm"], picked["tlm"], picked["xlco"], touch_unreached=last and world.distributed
+                        )
+                    loss = self._combine(out, counts) * world.size  # DDP averages over ranks; we want the sum
+                    for j, name in enumerate(OBJECTIVES):
+                        if getattr(out, name) is not None:
+                            sums[j] += getattr(out, name).detach().double()
+                    sums[3] += out.xlco_correct
+                    if out.keys is not None:
+                        keys.append(out.keys)
+                        key_slots.append(out.key_slots)
+                with phases("backward"):
+                    loss.backward()
+        with phases("backward"):
+            # Zero (not missing) gradients for what no objective reached, as the touch gives
+            # under DDP: AdamW decays and moves a parameter with a zero gradient, skips one with none.
+            self.model.zero_missing_grads()
 
-        all_reduce_sum(sums, world)
-        self._stop_if_not_finite(sums, counts)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.trainable_parameters(), cfg.optim.clip_norm)
-        lr = self.scheduler.get_last_lr()[0]
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        with phases("optimizer"):
+            all_reduce_sum(sums, world)
+            sums_cpu = sums.tolist()
+            self._stop_if_not_finite(sums_cpu, counts, step)
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, cfg.optim.clip_norm)
+            lr = self.scheduler.get_last_lr()[0]
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
 
         momentum = None
-        if self.contrast is not None and self.contrast.use_momentum:
-            momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
-            self.contrast.momentum_update(self.encoder, momentum)
-        if keys:
-            self._enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
-
-        seconds = time.perf_counter() - started
-        tokens = sum(s.num_tokens for s in data.stats.values())
-        positions = sum(s.num_positions for s in data.stats.values())
-        totals = all_reduce_sum(torch.tensor([tokens, positions], dtype=torch.float64, device=device), world)
-        metrics = {"lr": lr, "grad_norm": float(grad_norm), "seconds": seconds}
-        for j, name in enumerate(OBJECTIVES):
-            if counts[name] > 0:
-                metrics[f"loss/{name}"] = float(sums[j] / counts[name])
-        if counts["xlco"] > 0:
-            metrics["xlco/accuracy"] = float(sums[3] / counts["xlco"])
-        if momentum is not None:
-            metrics["momentum"] = momentum
-        metrics["tokens_per_s"] = float(totals[0]) / seconds
-        metrics["padding_fraction"] = float(1 - totals[0] / totals[1]) if totals[1] else 0.0
-        metrics["eta_s"] = seconds * (cfg.optim.max_steps - step - 1)
-        return metrics
+        with phases("ema"):
+            if self.contrast is not None and self.contrast.use_momentum:
+                momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
+                self.contrast.momentum_update(self.model.encoder, momentum)
+        with phases("queue"):
+            if keys:
+                self.enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
+        return StepResult(sums=sums_cpu, counts=counts, grad_norm=float(grad_norm), lr=lr, momentum=momentum)
 
     # --- pieces of the step -----------------------------------------------------------------
 
@@ -311,41 +422,19 @@ class Trainer:
             total = total + weights[name] * loss_sum / normaliser
         return total
 
-    def _stop_if_not_finite(self, sums: torch.Tensor, counts: dict[str, int]) -> None:
+    def _stop_if_not_finite(self, sums: list[float], counts: dict[str, int], step: int) -> None:
         for j, name in enumerate(OBJECTIVES):
-            if counts[name] > 0 and not math.isfinite(float(sums[j])):
+            if counts[name] > 0 and not math.isfinite(sums[j]):
+                where = f" in {self.run_dir / 'checkpoints'}" if self.run_dir is not None else ""
                 raise TrainingError(
-                    f"step {self.step}: the {name} loss is not finite ({float(sums[j] / counts[name])}); "
-                    f"stopping with the last good checkpoint in {self.run_dir / 'checkpoints'}"
+                    f"step {step}: the {name} loss is not finite ({sums[j] / counts[name]}); "
+                    f"stopping with the last good checkpoint{where}"
                 )
 
-    def _enqueue_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> None:
+    def enqueue_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> None:
         """Keys of all ranks, in global slot order (ranks hold contiguous slot ranges)."""
         local = keys[torch.argsort(slots)].float()
         self.contrast.enqueue(all_gather_rows(local, self.world))
-
-    @torch.no_grad()
-    def prefill_queue(self) -> None:
-        """Fill the queue with keys of examples drawn for the purpose, before XLCO starts."""
-        data_cfg = dataclasses.replace(
-            self.config.data,
-            seed=self.config.run.seed + PREFILL_SEED_OFFSET,
-            mmlm_batch_size=0,
-            tlm_batch_size=0,
-        )
-        pipeline = DataPipeline(self.store, data_cfg)
-        needed = self.contrast.prefill_batches_needed(data_cfg.xlco_batch_size)
-        for j in tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not self.progress):
-            keys, slots = [], []
-            for batch in pipeline.step(j, self.world.rank, self.world.size).xlco:
-                batch = batch.to(self.world.device)
-                keys.append(self.contrast.encode_keys(batch.key.input_ids, batch.key.attention_mask, encoder=self.encoder))
-                slots.append(batch.slots)
-            empty = torch.zeros(0, self.encoder.config.hidden_size, device=self.world.device)
-            self._enqueue_in_slot_order(
-                torch.cat(keys) if keys else empty,
-                torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long, device=self.world.device),
-            )
 
 
 def _aligned(batches: list, i: int, micro_steps: int):

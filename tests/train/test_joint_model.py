@@ -1,0 +1,146 @@
+"""JointModel's fast paths compute what the straightforward computation computes.
+
+The fast paths: one MLM-head call for MMLM and TLM together, the tied word-embedding
+gradient added straight into ``.grad`` (no dense V × d tensor per use), and zero gradients
+filled after the backward instead of touching every parameter in the graph.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from infoxlm.bench.sizes import SIZES
+from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+from infoxlm.model.config import EncoderConfig
+from infoxlm.model.encoder import Encoder
+from infoxlm.objectives.xlco import MomentumContrast
+from infoxlm.train.joint_model import JointModel
+
+
+def _parts(seed: int = 0):
+    size = SIZES["test"]
+    torch.manual_seed(seed)
+    encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
+    encoder.set_dropout(0.0)
+    encoder.pooler.requires_grad_(False)
+    with torch.no_grad():  # non-trivial LayerNorms, biases and a non-zero <pad> row
+        for name, p in encoder.named_parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    contrast = MomentumContrast(encoder, layer=size.contrast_layer, queue_size=size.queue_size)
+    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 8, 8, 8, 128)
+    return encoder, contrast, [synthetic_step(spec, k) for k in range(2)]
+
+
+def _micro_steps(steps):
+    """(mmlm, tlm, xlco) micro-batch triples of two steps (several micro-steps, with padding)."""
+    out = []
+    for data in steps:
+        n = max(len(data.mmlm), len(data.tlm), len(data.xlco))
+        pick = lambda bs, i: bs[i] if i < len(bs) else None  # noqa: E731
+        out += [(pick(data.mmlm, i), pick(data.tlm, i), pick(data.xlco, i)) for i in range(n)]
+    return out
+
+
+def _reference(encoder, contrast, micro_steps):
+    """Loss sums and gradients the plain way: a head call per objective, autograd's own
+    accumulation, every parameter touched (as the trainer did before the fast paths)."""
+    sums = {"mmlm": 0.0, "tlm": 0.0, "xlco": 0.0}
+    params = [p for p in encoder.parameters() if p.requires_grad] + [contrast.query_projection.weight]
+    for mmlm, tlm, xlco in micro_steps:
+        total = sum(p.view(-1)[0] for p in params) * 0.0
+        for name, b in (("mmlm", mmlm), ("tlm", tlm)):
+            if b is not None:
+                hidden = encoder(b.input_ids, b.attention_mask).last_hidden_state
+                loss = F.cross_entropy(encoder.lm_head(hidden, b.masked_positions), b.targets, reduction="sum")
+                sums[name] += float(loss.detach())
+                total = total + loss
+        if xlco is not None:
+            q = contrast.encode_queries(encoder, xlco.query.input_ids, xlco.query.attention_mask)
+            k = contrast.encode_keys(xlco.key.input_ids, xlco.key.attention_mask)
+            logits = contrast.contrast_logits(q, k)
+            loss = F.cross_entropy(logits, torch.zeros(len(q), dtype=torch.long), reduction="sum")
+            sums["xlco"] += float(loss.detach())
+            total = total + loss
+        total.backward()
+    return sums, {name: p.grad.clone() for name, p in _named(encoder, contrast)}
+
+
+def _named(encoder, contrast):
+    return [(n, p) for n, p in encoder.named_parameters() if p.requires_grad] + [("query_projection", contrast.query_projection.weight)]
+
+
+def _joint(encoder, contrast, micro_steps, grad_in_place: bool, touch: bool, skip_padding: bool = True):
+    model = JointModel(encoder, contrast, grad_in_place=grad_in_place, skip_padding=skip_padding)
+    sums = {"mmlm": 0.0, "tlm": 0.0, "xlco": 0.0}
+    for i, (mmlm, tlm, xlco) in enumerate(micro_steps):
+        out = model(mmlm, tlm, xlco, touch_unreached=touch and i == len(micro_steps) - 1)
+        total = out.touch if out.touch is not None else 0.0
+        for name in sums:
+            if getattr(out, name) is not None:
+                sums[name] += float(getattr(out, name).detach())
+                total = total + getattr(out, name)
+        total.backward()
+    model.zero_missing_grads()
+    return sums, {name: p.grad.clone() for name, p in _named(encoder, contrast)}
+
+
+@pytest.mark.parametrize(
+    "grad_in_place, touch, skip_padding", [(True, False, True), (True, False, False), (False, True, True), (False, False, False)]
+)
+def test_fast_paths_give_the_reference_losses_and_gradients(grad_in_place, touch, skip_padding):
+    encoder, contrast, steps = _parts()
+    micro = _micro_steps(steps)
+    assert len(micro) > 2 and any(b.attention_mask.eq(0).any() for m in micro for b in m[:2] if b is not None)
+    ref_sums, ref_grads = _reference(copy.deepcopy(encoder), copy.deepcopy(contrast), micro)
+    sums, grads = _joint(encoder, contrast, micro, grad_in_place, touch, skip_padding)
+    for name in ref_sums:
+        assert sums[name] == pytest.approx(ref_sums[name], rel=1e-6), name
+    for name, g in ref_grads.items():
+        torch.testing.assert_close(grads[name], g, rtol=1e-5, atol=1e-6, msg=name)
+    assert grads["embeddings.word_embeddings.weight"][encoder.config.pad_token_id].abs().sum() > 0  # from the head
+
+
+def test_skipping_padding_leaves_real_positions_unchanged():
+    encoder, contrast, steps = _parts()
+    b = next(b for data in steps for b in data.tlm if b.input_ids.eq(encoder.config.pad_token_id).any())
+    real = b.attention_mask.bool()
+    padded = encoder(b.input_ids, b.attention_mask).hidden_states
+    encoder.skip_padding = True
+    packed = encoder(b.input_ids, b.attention_mask).hidden_states
+    assert len(packed) == len(padded)
+    for ours, theirs in zip(packed, padded):
+        torch.testing.assert_close(ours[real], theirs[real], rtol=1e-5, atol=1e-6)
+        assert ours[~real].abs().sum() == 0
+
+
+def test_the_pad_row_gets_no_gradient_from_the_lookup():
+    encoder, contrast, steps = _parts()
+    encoder.set_word_grad_in_place(True)
+    b = next(b for data in steps for b in data.tlm if b.input_ids.eq(encoder.config.pad_token_id).any())
+    encoder(b.input_ids, b.attention_mask).last_hidden_state.sum().backward()
+    grad = encoder.embeddings.word_embeddings.weight.grad
+    assert grad[encoder.config.pad_token_id].abs().sum() == 0
+    assert grad[b.input_ids[0, 1]].abs().sum() > 0
+
+
+def test_an_xlco_only_micro_step_touches_exactly_what_it_misses():
+    encoder, contrast, steps = _parts()
+    model = JointModel(encoder, contrast)
+    unreached = {id(p) for p in model.unreached_parameters(mlm=False, xlco=True)}
+    names = {n for n, p in encoder.named_parameters() if id(p) in unreached}
+    layer = contrast.layer
+    assert names == {n for n, p in encoder.named_parameters() if p.requires_grad and (
+        n.startswith("lm_head.") and n != "lm_head.decoder.weight" or
+        any(n.startswith(f"encoder.layer.{i}.") for i in range(layer, encoder.num_layers)))}
+    assert model.unreached_parameters(mlm=True, xlco=False) == [contrast.query_projection.weight]
+    assert model.unreached_parameters(mlm=True, xlco=True) == []
+
+    xlco = steps[0].xlco[0]
+    out = model(xlco=xlco, touch_unreached=True)
+    (out.xlco + out.touch).backward()
+    assert all(p.grad is not None for p in model.trainable_parameters())  # DDP sees every parameter
+    assert all(float(p.grad.abs().sum()) == 0 for p in model.trainable_parameters() if id(p) in unreached)
