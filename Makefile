@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   create .venv, install infoxlm, run the demo
+#   make demo   create .venv, install infoxlm, run `infoxlm demo` (InfoXLM vs −XLCO on the shipped corpus)
 #   make test   create .venv, install infoxlm with its test dependencies, run the test suite
 # TORCH pins the torch wheel installed first (a CPU wheel here; users with GPUs may pick theirs).
 
@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.infoxlm-installed
 
-.PHONY: demo test clean-venv
+.PHONY: demo quickstart test clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
+	$(PY) -m infoxlm demo --output out/demo
+
+quickstart: $(STAMP)
 	$(PY) examples/quickstart.py
 
 test: $(STAMP)

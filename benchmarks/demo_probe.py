@@ -1,0 +1,65 @@
+"""One probe of the demo's settings: pre-train with the full demo's settings plus overrides,
+then score layer-wise retrieval on the dev split (never on test).
+
+    .venv/bin/python benchmarks/demo_probe.py NAME STEPS [section.field=value ...]
+
+The vocabulary, store and dev files come from ``infoxlm demo``'s own data stage, written once
+into ``out/demo-probe/work`` and reused by every probe; each probe trains into
+``out/demo-probe/NAME`` and prints one JSON line: the XLCO loss and accuracy along the run
+and the dev top-1 (xx→en, en→xx; average over the languages) at every layer, mean and <s>
+pooling. −XLCO is the override ``data.xlco_batch_size=0``. BENCHMARKS.md ("The demo's
+settings") lists the probes that chose the shipped settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+from infoxlm.demo.run import FULL, _prepare_data, _retrieval_files, train_config
+from infoxlm.eval.tatoeba import evaluate_tatoeba, resolve_languages
+from infoxlm.model.encoder import Encoder
+from infoxlm.tokenizer import Tokenizer
+from infoxlm.train.loop import export, pretrain
+
+ROOT = Path("out/demo-probe")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", help="probe name (its run directory under out/demo-probe)")
+    parser.add_argument("steps", type=int, help="optimizer steps (warm-up stays the demo's)")
+    parser.add_argument("overrides", nargs="*", help="section.field=value on top of the full demo's settings")
+    args = parser.parse_args()
+
+    work = ROOT / "work"
+    store = _prepare_data(work, FULL, seed=0, log=print)
+    dev = _retrieval_files(work / "retrieval" / "dev", "dev", FULL)
+
+    out = ROOT / args.name
+    shutil.rmtree(out, ignore_errors=True)
+    budget = [f"optim.max_steps={args.steps}", f"run.save_every={args.steps}"]
+    config = train_config(FULL, 0, [*budget, *args.overrides])
+    started = time.perf_counter()
+    run = pretrain(config, store, out / "run", progress=False)
+    seconds = time.perf_counter() - started
+    model_dir = export(run, out / "hf")
+
+    rows = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text().splitlines() if line]
+    xlco = [(r["step"], round(r["loss/xlco"], 2), round(r["xlco/accuracy"], 3)) for r in rows if "loss/xlco" in r]
+    encoder = Encoder.from_pretrained(model_dir).eval()
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+    codes = resolve_languages(None, str(dev))
+    layers = list(range(encoder.num_layers + 1))
+    scores = {}
+    for pooling in ("mean", "cls"):
+        blocks = evaluate_tatoeba(encoder, tokenizer, str(dev), codes, layers, pooling=pooling)["layers"]
+        scores[pooling] = {k: [round(b["average"]["xx2en"], 1), round(b["average"]["en2xx"], 1)] for k, b in blocks.items()}
+    print(json.dumps({"name": args.name, "overrides": args.overrides, "train_seconds": round(seconds), "xlco": xlco, "dev": scores}))
+
+
+if __name__ == "__main__":
+    main()
