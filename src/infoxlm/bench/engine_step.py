@@ -66,16 +66,7 @@ class EngineStep:
         encoder = Encoder(encoder_config)
         encoder.set_dropout(config.model.dropout)
         encoder.pooler.requires_grad_(False)  # as the trainer: no objective trains it
-        c = config.contrast
-        contrast = MomentumContrast(
-            encoder,
-            layer=c.layer,
-            queue_size=c.queue_size,
-            temperature=c.temperature,
-            normalize=c.normalize,
-            use_momentum=c.use_momentum,
-            in_batch_negatives=c.in_batch_negatives,
-        )
+        contrast = MomentumContrast.from_config(encoder, config.contrast)
         self.encoder = encoder.to(device)
         self.contrast = contrast.to(device)
         self.model = JointModel(self.encoder, self.contrast, grad_in_place=True)  # as the trainer in a world of one

@@ -140,6 +140,19 @@ class MomentumContrast(nn.Module):
         self.register_buffer("queue_pointer", torch.zeros((), dtype=torch.long))
         self.register_buffer("queue_filled", torch.zeros((), dtype=torch.long))
 
+    @classmethod
+    def from_config(cls, encoder: Encoder, config) -> "MomentumContrast":
+        """From a ``train.config.ContrastConfig`` (or anything with its fields)."""
+        return cls(
+            encoder,
+            layer=config.layer,
+            queue_size=config.queue_size,
+            temperature=config.temperature,
+            normalize=config.normalize,
+            use_momentum=config.use_momentum,
+            in_batch_negatives=config.in_batch_negatives,
+        )
+
     @property
     def queue_size(self) -> int:
         return self.queue.shape[0]

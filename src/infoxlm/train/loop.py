@@ -142,15 +142,7 @@ class Trainer:
         c = self.config.contrast
         if not 1 <= c.layer <= self.encoder.num_layers:
             raise TrainingError(f"contrast.layer={c.layer}: the encoder has layers 1 … {self.encoder.num_layers}")
-        return MomentumContrast(
-            self.encoder,
-            layer=c.layer,
-            queue_size=c.queue_size,
-            temperature=c.temperature,
-            normalize=c.normalize,
-            use_momentum=c.use_momentum,
-            in_batch_negatives=c.in_batch_negatives,
-        )
+        return MomentumContrast.from_config(self.encoder, c)
 
     def _wrap_ddp(self, model: JointModel) -> torch.nn.Module:
         if not self.world.distributed:
