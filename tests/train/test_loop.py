@@ -127,7 +127,9 @@ def test_two_processes_match_one(store, tmp_path):
     subprocess.run(_cli(*common, "--output", str(tmp_path / "one")), check=True, capture_output=True, timeout=300)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "infoxlm"]
     result = subprocess.run([*torchrun, *common, "--output", str(tmp_path / "two")], capture_output=True, timeout=300)
-    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    # A rank's own error comes first in stderr, torchrun's summary last: show both.
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr[:3000] + "\n…\n" + stderr[-1500:]
     a = load_file(export(tmp_path / "one", tmp_path / "a") / "model.safetensors")
     b = load_file(export(tmp_path / "two", tmp_path / "b") / "model.safetensors")
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4

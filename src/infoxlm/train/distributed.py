@@ -72,6 +72,12 @@ def all_reduce_max(x: torch.Tensor, world: World) -> torch.Tensor:
     return x
 
 
+def barrier(world: World) -> None:
+    """Wait until every rank gets here (no-op in one process)."""
+    if world.distributed:
+        dist.barrier()
+
+
 def shutdown(world: World) -> None:
     if world.distributed and dist.is_initialized():
         dist.destroy_process_group()

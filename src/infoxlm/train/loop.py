@@ -30,7 +30,7 @@ from ..objectives.xlco import MomentumContrast, momentum_at
 from ..tokenizer import Tokenizer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainConfig
-from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, init_world, shutdown
+from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, barrier, init_world, shutdown
 from .joint_model import JointModel, MicroStepLosses
 from .metrics import MetricsLog
 from .optim import build_optimizer, build_scheduler
@@ -467,6 +467,9 @@ def pretrain(config: TrainConfig, data: str | Path, output: str | Path, **kwargs
     trainer = Trainer(config, data, output, **kwargs)
     try:
         trainer.run()
+        # No rank tears the process group down while another (rank 0 writing the last
+        # checkpoint) may still be using it, and every rank returns with the run complete.
+        barrier(trainer.world)
     finally:
         shutdown(trainer.world)
     return trainer.run_dir
