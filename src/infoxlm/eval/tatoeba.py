@@ -20,7 +20,8 @@ from typing import Sequence
 import numpy as np
 
 from ..embedding import embed_layers
-from ..errors import EvalDataError
+from ..data.text_files import iter_lines
+from ..errors import DataError, EvalDataError
 from ..model.encoder import Encoder
 from ..tokenizer import Tokenizer
 from .retrieval import retrieval_accuracy
@@ -71,16 +72,13 @@ def resolve_languages(requested: Sequence[str] | None, data: str) -> list[str]:
 
 
 def _read_lines(path: Path) -> list[str]:
+    """Every line of a LASER file, blank ones included (line i ↔ line i of its twin)."""
     if not path.is_file():
         raise EvalDataError(f"{path}: missing")
-    lines = []
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                lines.append(raw.decode("utf-8").rstrip("\r\n"))
-            except UnicodeDecodeError as err:
-                raise EvalDataError(f"{path}:{number}: invalid UTF-8 at byte {err.start} of the line") from None
-    return lines
+    try:
+        return [text for _, text in iter_lines(path)]
+    except DataError as err:  # the data reader's file:line message, as an evaluation error
+        raise EvalDataError(str(err)) from None
 
 
 def load_pairs(data: str, code: str) -> tuple[list[str], list[str]]:
