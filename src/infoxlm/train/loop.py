@@ -230,9 +230,6 @@ class Trainer:
         metrics["eta_s"] = seconds * (cfg.optim.max_steps - step - 1)
         return metrics
 
-    def _enqueue_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> None:
-        self.joint_step.enqueue_in_slot_order(keys, slots)
-
     @torch.no_grad()
     def prefill_queue(self) -> None:
         """Fill the queue with keys of examples drawn for the purpose, before XLCO starts."""
@@ -251,7 +248,7 @@ class Trainer:
                 keys.append(self.contrast.encode_keys(batch.key.input_ids, batch.key.attention_mask, encoder=self.encoder))
                 slots.append(batch.slots)
             empty = torch.zeros(0, self.encoder.config.hidden_size, device=self.world.device)
-            self._enqueue_in_slot_order(
+            self.joint_step.enqueue_in_slot_order(
                 torch.cat(keys) if keys else empty,
                 torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long, device=self.world.device),
             )
