@@ -154,7 +154,8 @@ def run_demo(
         output: directory for the models, results and plots (``DIR/work`` holds the rest).
         quick: the tiny settings (``QUICK``) used by the tests; otherwise ``FULL``.
         seed: one seed for the vocabulary sample, the data order, the weights and the
-            classifier; the same seed gives the same table.
+            classifier. The vocabulary trainer (tokenizers' Unigram) is
+            multi-threaded, so two fresh runs differ slightly; a run reusing ``output`` repeats its table.
         settings: explicit settings (overrides ``quick``).
         progress: show progress bars while pre-training.
         log: where stage messages go.
