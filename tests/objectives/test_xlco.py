@@ -149,6 +149,19 @@ def test_in_batch_negatives_alone_need_no_queue(encoder, views):
     assert xlco.queue.shape == (0, 64)
 
 
+def test_mean_pooling_reads_the_real_tokens_of_the_universal_layer(encoder, views):
+    ids, mask = views
+    xlco = MomentumContrast(encoder, layer=2, queue_size=16, pooling="mean")
+    encoder.eval()
+    with torch.no_grad():
+        q = xlco.encode_queries(encoder, ids, mask)  # (4, d)
+        states = encoder(ids, mask, num_layers=2).last_hidden_state  # (4, 7, d)
+    # Row 2 is padded after 4 tokens: its pads must not count.
+    expected = torch.stack([states[i, mask[i].bool()].mean(dim=0) for i in range(4)]) @ xlco.query_projection.weight.t()
+    assert torch.allclose(q, expected, atol=1e-5)
+    assert torch.allclose(xlco.encode_keys(ids, mask), q, atol=1e-5)  # the key side pools alike
+
+
 def test_accuracy_counts_ties_as_misses():
     collapsed = torch.full((3, 5), 7.0)  # every key scores the same: a collapsed encoder
     assert positive_ranked_first(collapsed).tolist() == [False, False, False]
@@ -163,3 +176,5 @@ def test_bad_arguments(encoder):
         MomentumContrast(encoder, layer=1, queue_size=0)
     with pytest.raises(ValueError, match="temperature=0"):
         MomentumContrast(encoder, layer=1, temperature=0)
+    with pytest.raises(ValueError, match="pooling='max'"):
+        MomentumContrast(encoder, layer=1, pooling="max")

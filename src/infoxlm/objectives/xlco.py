@@ -88,6 +88,11 @@ def positive_ranked_first(logits: torch.Tensor) -> torch.Tensor:
     return logits[:, 0] > logits[:, 1:].max(dim=1).values
 
 
+# How a sentence vector is read from the universal layer: the paper's <s> state, or the mean of
+# the real tokens' states (what Tatoeba-style retrieval reads; not in the paper).
+POOLINGS = ("cls", "mean")
+
+
 class MomentumContrast(nn.Module):
     """Key encoder, query/key projections and the queue of negative keys."""
 
@@ -101,6 +106,7 @@ class MomentumContrast(nn.Module):
         normalize: bool = False,
         use_momentum: bool = True,
         in_batch_negatives: bool = False,
+        pooling: str = "cls",
     ):
         super().__init__()
         config = encoder.config
@@ -113,12 +119,15 @@ class MomentumContrast(nn.Module):
             )
         if not temperature > 0:
             raise ValueError(f"temperature={temperature}: expected a positive number")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(POOLINGS)}")
         d = config.hidden_size
         self.layer = layer
         self.temperature = temperature
         self.normalize = normalize
         self.use_momentum = use_momentum
         self.in_batch_negatives = in_batch_negatives
+        self.pooling = pooling
 
         self.query_projection = nn.Linear(d, d, bias=False)
         nn.init.normal_(self.query_projection.weight, std=config.initializer_range)
@@ -151,6 +160,7 @@ class MomentumContrast(nn.Module):
             normalize=config.normalize,
             use_momentum=config.use_momentum,
             in_batch_negatives=config.in_batch_negatives,
+            pooling=config.pooling,
         )
 
     @property
@@ -188,15 +198,20 @@ class MomentumContrast(nn.Module):
 
     # --- encoding -------------------------------------------------------------------------
 
-    def _project(self, hidden: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
-        # hidden (B, T, d) at the universal layer → <s> state (B, d) → projected (B, d)
-        z = projection(hidden[:, 0])
+    def _project(self, hidden: torch.Tensor, attention_mask: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
+        # hidden (B, T, d) at the universal layer → sentence vector (B, d) → projected (B, d)
+        if self.pooling == "cls":
+            sentence = hidden[:, 0]  # the <s> state, as the paper
+        else:  # mean over real tokens (specials included), as Tatoeba retrieval pools
+            weights = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
+            sentence = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        z = projection(sentence)
         return F.normalize(z, dim=-1) if self.normalize else z
 
     def encode_queries(self, encoder: Encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Query vectors (B, d), with gradients, from the query encoder stopped at the universal layer."""
         hidden = encoder(input_ids, attention_mask, num_layers=self.layer).last_hidden_state
-        return self._project(hidden, self.query_projection)
+        return self._project(hidden, attention_mask, self.query_projection)
 
     @torch.no_grad()
     def encode_keys(
@@ -207,11 +222,11 @@ class MomentumContrast(nn.Module):
             if encoder is None:
                 raise ValueError("use_momentum=False: keys come from the query encoder; pass encoder=")
             hidden = encoder(input_ids, attention_mask, num_layers=self.layer).last_hidden_state
-            return self._project(hidden, self.query_projection).detach()
+            return self._project(hidden, attention_mask, self.query_projection).detach()
         # Keys are computed without dropout: a target that is not itself noisy.
         self.key_encoder.eval()
         hidden = self.key_encoder(input_ids, attention_mask).last_hidden_state
-        return self._project(hidden, self.key_projection)
+        return self._project(hidden, attention_mask, self.key_projection)
 
     def forward(
         self,

@@ -61,6 +61,9 @@ class ContrastConfig:
     use_momentum: bool = True  # False: the −Momentum ablation (keys from the query encoder)
     # Not in the paper: the batch's other keys as extra negatives (queue_size may then be 0).
     in_batch_negatives: bool = False
+    # Not in the paper: "mean" contrasts the mean of the universal layer's token states instead
+    # of the <s> state ("cls", the paper) — the pooling Tatoeba-style retrieval reads.
+    pooling: str = "cls"
     start_step: int = 0  # XLCO joins after this many steps (key-encoder warm-up from scratch)
 
 
