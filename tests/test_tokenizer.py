@@ -14,6 +14,8 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -851,6 +853,21 @@ def test_training_is_deterministic(corpus, trained, tmp_path):
     assert other.training_report.sample_counts == again.training_report.sample_counts
 
 
+def test_training_in_another_process_gives_the_same_file(corpus, trained, tmp_path):
+    """Hash-map order differs between processes; the vocabulary must not depend on it."""
+    _, out = trained
+    script = (
+        "import sys; from infoxlm.tokenizer import Tokenizer; "
+        "Tokenizer.train(sys.argv[2:], sys.argv[1], vocab_size=400, alpha=0.3, max_sentences=2000, seed=0)"
+    )
+    for run in ("p1", "p2"):
+        subprocess.run([sys.executable, "-c", script, str(tmp_path / run), *map(str, corpus.values())], check=True)
+        assert (tmp_path / run / "tokenizer.json").read_bytes() == (out / "tokenizer.json").read_bytes()
+    assert json.loads((out / "training_report.json").read_text())["threads"] == 1
+    more = Tokenizer.train(corpus, tmp_path / "t2", **{**TRAIN_KW, "threads": 2})
+    assert more.training_report.threads == 2 and more.vocab_size == 400
+
+
 def test_trained_parity_with_transformers(trained, transformers_module):
     tok, out = trained
     texts = (
@@ -961,6 +978,8 @@ def test_train_input_errors(tmp_path, corpus):
         Tokenizer.train(corpus, out, vocab_size=3)
     with pytest.raises(TokenizerError, match=r"max_sentences=0 is invalid"):
         Tokenizer.train(corpus, out, max_sentences=0)
+    with pytest.raises(TokenizerError, match=r"threads=0 is invalid"):
+        Tokenizer.train(corpus, out, threads=0)
     # Fewer ids than distinct characters cannot work for a Unigram model.
     with pytest.raises(TokenizerError, match="cannot hold every distinct character"):
         Tokenizer.train({"ru": corpus["ru"]}, out, vocab_size=20)

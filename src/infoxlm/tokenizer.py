@@ -585,8 +585,11 @@ class Tokenizer:
         seed: int = 0,
         languages: Iterable[str] | None = None,
         show_progress: bool = False,
+        threads: int = 1,
     ) -> Tokenizer:
         """Learn a new vocabulary from raw text: :func:`infoxlm.tokenizer_training.train_tokenizer`."""
         from .tokenizer_training import train_tokenizer
 
-        return train_tokenizer(files, output_dir, vocab_size, alpha, max_sentences, seed, languages, show_progress)
+        return train_tokenizer(
+            files, output_dir, vocab_size, alpha, max_sentences, seed, languages, show_progress, threads
+        )

@@ -103,7 +103,16 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> argparse.A
         metavar="LANG",
         help="use only these languages of the inputs (default: all)",
     )
-    train.add_argument("--no-progress", action="store_true", help="hide the trainer's progress bars")
+    train.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        metavar="N",
+        help="trainer threads (default: 1; use more for samples of millions of lines). The "
+        "vocabulary depends on the sample and on N: the same inputs, seed and N give the same "
+        "file on any machine",
+    )
+    train.add_argument("--no-progress", action="store_true", help="hide the trainer's log")
     # The main CLI dispatches with args.func(args) and turns the return value into the exit code.
     train.set_defaults(func=run_tokenizer_train)
     return tokenizer
@@ -140,6 +149,7 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         languages=args.languages,
         show_progress=not args.no_progress,
+        threads=args.threads,
     )
     report = tokenizer.training_report
     assert report is not None  # train() always attaches one

@@ -2,8 +2,9 @@
 
 ``train_tokenizer`` (also ``Tokenizer.train`` and ``infoxlm tokenizer train``) draws a training
 sample in which language l has probability p_l ∝ (n_l / n)^α, n_l its number of non-empty
-lines, so small languages get their share, and learns a Unigram (SentencePiece-style)
-vocabulary on it with the ``tokenizers`` library, in XLM-R's id layout.
+lines, so small languages get their share, and learns a Unigram vocabulary on it with
+SentencePiece's trainer (repeatable: the same sample and thread count give the same pieces),
+written as a ``tokenizers`` file in XLM-R's id layout.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class TrainingReport:
     requested_vocab_size: int
     vocab_size: int = 0
     fingerprint: str = field(default="")
+    threads: int = 1  # the trainer's threads: the same sample and threads give the same vocabulary
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -89,6 +91,7 @@ def train_tokenizer(
     seed: int = 0,
     languages: Iterable[str] | None = None,
     show_progress: bool = False,
+    threads: int = 1,
 ) -> Tokenizer:
     """Learn a Unigram (SentencePiece-style) vocabulary from raw text and save it.
 
@@ -110,7 +113,10 @@ def train_tokenizer(
             replacement when it has that many and repeated (upsampled) when not.
         seed: makes the sample, and therefore the vocabulary, reproducible.
         languages: if given, only these languages of ``files`` are used.
-        show_progress: show the ``tokenizers`` trainer's progress bars.
+        show_progress: show the trainer's log.
+        threads: threads of SentencePiece's trainer. The vocabulary depends on the sample
+            and on this number (the work is split by thread), so a run is repeatable
+            anywhere with the same value; more threads are faster on large samples.
 
     Returns:
         The trained tokenizer, loaded back from ``output_dir``, with
@@ -130,6 +136,7 @@ def train_tokenizer(
     _check_int("vocab_size", vocab_size, smallest=6)
     _check_int("max_sentences", max_sentences, smallest=1)
     _check_int("seed", seed, smallest=0)
+    _check_int("threads", threads, smallest=1)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= 1:
         raise TokenizerError(f"alpha={alpha!r} is invalid; expected a number in (0, 1]")
     output = Path(output_dir)
@@ -156,7 +163,7 @@ def train_tokenizer(
     sample_counts = {lang: round(p * total_sample) for lang, p in probabilities.items()}
     # Pass 2 streams the files again inside the trainer.
     sample = _iter_sample(by_language, line_counts, sample_counts, seed)
-    hf_tokenizer = _train_unigram(sample, sum(sample_counts.values()), vocab_size, show_progress)
+    hf_tokenizer = _train_unigram(sample, vocab_size, threads, show_progress)
 
     output.mkdir(parents=True, exist_ok=True)
     hf_tokenizer.save(str(output / TOKENIZER_JSON), pretty=True)
@@ -174,6 +181,7 @@ def train_tokenizer(
         requested_vocab_size=vocab_size,
         vocab_size=trained.vocab_size,
         fingerprint=trained.fingerprint,
+        threads=threads,
     )
     report_text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
     (output / TRAINING_REPORT).write_text(report_text, encoding="utf-8")
@@ -333,8 +341,16 @@ def _iter_sample(
                     break
 
 
-def _train_unigram(lines: Iterator[str], length: int, vocab_size: int, show_progress: bool):
-    """Train a Unigram ``tokenizers.Tokenizer`` with XLM-R's pipeline and special-token ids."""
+def _train_unigram(lines: Iterator[str], vocab_size: int, threads: int, show_progress: bool):
+    """Train a Unigram ``tokenizers.Tokenizer`` with XLM-R's pipeline and special-token ids.
+
+    The pieces and scores come from SentencePiece's trainer (the one XLM-R's own vocabulary
+    came from), which gives the same model for the same sample and thread count; the
+    ``tokenizers`` trainer does not (hash-map order decides its ties, even on one thread).
+    """
+    import io
+
+    import sentencepiece as spm
     from tokenizers import (
         AddedToken,
         Regex,
@@ -343,9 +359,42 @@ def _train_unigram(lines: Iterator[str], length: int, vocab_size: int, show_prog
         normalizers,
         pre_tokenizers,
         processors,
-        trainers,
     )
     from tokenizers import Tokenizer as HFTokenizer
+
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=lines,
+            model_writer=model,
+            model_type="unigram",
+            # Its own <unk> plus the pieces; <s> <pad> </s> lead and <mask> follows (see below).
+            vocab_size=vocab_size - 4,
+            hard_vocab_limit=False,  # tiny data: fewer pieces instead of an error
+            character_coverage=1.0,  # every character of the sample gets a piece
+            normalization_rule_name="nmt_nfkc",
+            unk_id=0,
+            bos_id=-1,
+            eos_id=-1,
+            pad_id=-1,
+            input_sentence_size=0,  # the sample is drawn above, by language
+            shuffle_input_sentence=False,
+            num_threads=threads,
+            minloglevel=0 if show_progress else 2,
+        )
+    except RuntimeError as exc:
+        if "required_chars" in str(exc):
+            raise TokenizerError(
+                f"vocab_size={vocab_size} cannot hold every distinct character of the training "
+                "sample (a Unigram vocabulary keeps them all); expected a larger vocab_size"
+            ) from None
+        raise
+    trained = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    vocab = [
+        (trained.id_to_piece(i), trained.get_score(i))
+        for i in range(trained.get_piece_size())
+        if not (trained.is_unknown(i) or trained.is_control(i))
+    ]
 
     normalizer = normalizers.Sequence(
         [normalizers.Precompiled(_nmt_nfkc_charsmap()), normalizers.Replace(Regex(" {2,}"), " ")]
@@ -358,34 +407,12 @@ def _train_unigram(lines: Iterator[str], length: int, vocab_size: int, show_prog
             pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always"),
         ]
     )
-    draft = HFTokenizer(models.Unigram())
-    draft.normalizer = normalizer
-    draft.pre_tokenizer = pre_tokenizer
-    trainer = trainers.UnigramTrainer(
-        vocab_size=vocab_size - 1,  # <mask> is appended after training
-        special_tokens=list(_LEADING_SPECIALS),
-        unk_token=UNK,
-        show_progress=show_progress,
-    )
-    try:
-        draft.train_from_iterator(lines, trainer=trainer, length=length)
-    except TokenizerError:
-        raise
-    except Exception as exc:  # tokenizers reports its errors as plain Exception
-        if "not large enough" in str(exc):
-            raise TokenizerError(
-                f"vocab_size={vocab_size} cannot hold every distinct character of the training "
-                "sample (a Unigram vocabulary keeps them all); expected a larger vocab_size"
-            ) from None
-        raise
 
-    # Rebuild from a canonical vocabulary: the trainer's scores differ in the last bits
-    # between runs (hash-map iteration order), which would change the file's bytes.
-    vocab = json.loads(draft.to_str())["model"]["vocab"]
-    n_special = len(_LEADING_SPECIALS)
-    head = [(piece, 0.0) for piece, _ in vocab[:n_special]]
+    # A canonical order: scores rounded to 1e-6, ties by piece, so that the file's bytes
+    # depend on the pieces and their scores only.
+    head = [(piece, 0.0) for piece in _LEADING_SPECIALS]
     tail = sorted(
-        ((piece, round(score, 6)) for piece, score in vocab[n_special:]),
+        ((piece, round(score, 6)) for piece, score in vocab),
         key=lambda piece_score: (-piece_score[1], piece_score[0]),
     )
     final = HFTokenizer(models.Unigram(head + tail, unk_id=_LEADING_SPECIALS.index(UNK), byte_fallback=False))
