@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -11,10 +13,10 @@ from infoxlm.model.config import EncoderConfig
 pytest.importorskip("transformers")
 
 
-def _sides():
+def _sides(**contrast):
     from infoxlm.bench.hf_baseline import HFBaseline
 
-    size, cpu = SIZES["test"], torch.device("cpu")
+    size, cpu = dataclasses.replace(SIZES["test"], **contrast), torch.device("cpu")
     b = size.cpu
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length,
                          b.mmlm, b.tlm, b.xlco, b.max_tokens)
@@ -22,9 +24,16 @@ def _sides():
     return engine, HFBaseline(engine), spec
 
 
-def test_both_sides_stay_equal_over_steps():
+# The paper's XLCO (<s> state, raw vectors, queue only) and the demo's (mean of the token
+# states, normalised vectors, in-batch negatives beside the queue).
+@pytest.mark.parametrize(
+    "contrast",
+    [{}, {"pooling": "mean", "normalize": True, "temperature": 0.05, "in_batch_negatives": True}],
+    ids=["paper", "demo"],
+)
+def test_both_sides_stay_equal_over_steps(contrast):
     """Same losses at the first step, and still after optimizer, EMA and enqueue have run."""
-    engine, baseline, spec = _sides()
+    engine, baseline, spec = _sides(**contrast)
     first = synthetic_step(spec, 0)
     check_losses(engine.losses(first), baseline.losses(first), rtol=1e-5)
     for i in range(3):

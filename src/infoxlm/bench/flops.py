@@ -19,6 +19,8 @@ FLOPs. With d the hidden size, f the feed-forward size, V the vocabulary, K the 
     XLCO key       1 × (encoder forward to layer l + projection): no backward
 
 Backward = 2 × forward for everything trained (gradients for activations and for weights).
+In-batch negatives (``contrast.in_batch_negatives``, the demo's) add 2·d·(B − 1) logit FLOPs
+per query, under 0.1 % of the demo's step; they are not counted.
 
     >>> shape = ModelShape(hidden_size=2, intermediate_size=4, num_layers=1, vocab_size=10)
     >>> shape.layer_params                  # 4·4 + 2·2·4

@@ -7,7 +7,7 @@ same initial weights as the engine:
   and TLM call it with ``labels`` (-100 at unmasked positions), so vocabulary logits are
   computed at every position of the padded batch;
 - XLCO: the query pass runs the whole body with ``output_hidden_states`` and takes the
-  ``<s>`` state of the universal layer; the key encoder is a deep copy of the whole masked-LM
+  ``<s>`` state (or the mean of the real tokens' states) of the universal layer; the key encoder is a deep copy of the whole masked-LM
   model, also run through every layer, without gradients;
 - EMA as a Python loop over all key parameters (``k ← m·k + (1 − m)·q``);
 - ``torch.optim.AdamW`` with neither the fused nor the foreach implementation; the global
@@ -84,6 +84,8 @@ class HFBaseline:
         self.layer = cfg.contrast.layer
         self.temperature = cfg.contrast.temperature
         self.normalize = cfg.contrast.normalize
+        self.pooling = cfg.contrast.pooling
+        self.in_batch_negatives = cfg.contrast.in_batch_negatives
 
         model = transformers.XLMRobertaForMaskedLM(transformers.XLMRobertaConfig(**fields))
         missing, unexpected = model.load_state_dict(masked_lm_state_dict(engine), strict=False)
@@ -135,22 +137,30 @@ class HFBaseline:
             ],
         }
 
-    def _project(self, hidden: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
-        z = projection(hidden[:, 0])  # <s> state (B, d) → (B, d)
+    def _project(self, hidden: torch.Tensor, mask: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
+        if self.pooling == "mean":  # mean of the real tokens' states (B, d)
+            weights = mask.unsqueeze(-1).to(hidden.dtype)
+            sentence = (hidden * weights).sum(dim=1) / weights.sum(dim=1)
+        else:
+            sentence = hidden[:, 0]  # <s> state (B, d)
+        z = projection(sentence)
         return F.normalize(z, dim=-1) if self.normalize else z
 
     def _contrast_loss_sum(self, xlco) -> tuple[torch.Tensor, torch.Tensor]:
         """Σ InfoNCE over the micro-batch's queries, and its keys (B, d)."""
         q_ids, q_mask, k_ids, k_mask, _ = xlco
         hidden = self.model.roberta(q_ids, attention_mask=q_mask, output_hidden_states=True).hidden_states
-        q = self._project(hidden[self.layer], self.query_projection)
+        q = self._project(hidden[self.layer], q_mask, self.query_projection)
         with torch.no_grad():
             hidden = self.key_model.roberta(k_ids, attention_mask=k_mask, output_hidden_states=True).hidden_states
-            k = self._project(hidden[self.layer], self.key_projection)
-        q32 = q.float()
-        positive = (q32 * k.float()).sum(dim=-1, keepdim=True)  # (B, 1)
-        negatives = q32 @ self.queue.t().float()  # (B, K)
-        logits = torch.cat([positive, negatives], dim=1) / self.temperature
+            k = self._project(hidden[self.layer], k_mask, self.key_projection)
+        q32, k32 = q.float(), k.float()
+        columns = [(q32 * k32).sum(dim=-1, keepdim=True)]  # positive (B, 1)
+        if self.in_batch_negatives:  # the batch's other keys (B, B), a query's own key excluded
+            own = torch.eye(q32.shape[0], dtype=torch.bool, device=q32.device)
+            columns.append((q32 @ k32.t()).masked_fill(own, float("-inf")))
+        columns.append(q32 @ self.queue.t().float())  # queue (B, K)
+        logits = torch.cat(columns, dim=1) / self.temperature
         targets = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
         return F.cross_entropy(logits, targets, reduction="sum"), k
 

@@ -70,6 +70,10 @@ def train_config(size: BenchSize, device: torch.device, bf16: bool) -> TrainConf
     config.contrast.layer = size.contrast_layer
     config.contrast.queue_size = size.queue_size
     config.contrast.momentum = size.momentum
+    config.contrast.pooling = size.pooling
+    config.contrast.normalize = size.normalize
+    config.contrast.temperature = size.temperature
+    config.contrast.in_batch_negatives = size.in_batch_negatives
     config.run.device = str(device)
     config.run.bf16 = bf16
     return config

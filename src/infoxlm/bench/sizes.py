@@ -49,6 +49,12 @@ class BenchSize:
     cuda: Batches
     steps: dict[str, int]  # timed steps per device type
     warmup: dict[str, int]
+    # XLCO's formulation (train.config.ContrastConfig): the paper's by default, the demo's own
+    # for ``demo`` (mean pooling, normalised vectors, in-batch negatives).
+    pooling: str = "cls"
+    normalize: bool = False
+    temperature: float = 0.25
+    in_batch_negatives: bool = False
 
     def batches(self, device_type: str) -> Batches:
         return self.cuda if device_type == "cuda" else self.cpu
@@ -61,9 +67,10 @@ SIZES: dict[str, BenchSize] = {
         steps={"cpu": 5, "cuda": 20}, warmup={"cpu": 1, "cuda": 3},
     ),
     "demo": BenchSize(
-        "demo", "small", 8000, 64, 96, 48, contrast_layer=3, queue_size=1024, momentum=0.99,
-        cpu=Batches(16, 16, 32, 4096), cuda=Batches(256, 256, 512, 16384),
+        "demo", "small", 8000, 64, 96, 48, contrast_layer=2, queue_size=256, momentum=0.99,
+        cpu=Batches(16, 16, 128, 8192), cuda=Batches(256, 256, 512, 16384),
         steps={"cpu": 10, "cuda": 20}, warmup={"cpu": 2, "cuda": 3},
+        pooling="mean", normalize=True, temperature=0.05, in_batch_negatives=True,
     ),
     "base": BenchSize(
         "base", "base", 250_002, 512, 512, 256, contrast_layer=8, queue_size=131_072, momentum=0.9999,
