@@ -33,7 +33,7 @@ def add_demo_command(commands: argparse._SubParsersAction) -> None:
         "--seed",
         type=int,
         default=0,
-        help="seed of the vocabulary sample, data order, weights and classifier (default: 0); the vocabulary trainer is multi-threaded, so fresh runs differ slightly",
+        help="seed of the vocabulary sample, data order, weights and classifier (default: 0); the same seed gives the same table",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars while pre-training")
     p.set_defaults(func=run_demo_command)

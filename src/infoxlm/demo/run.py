@@ -160,8 +160,8 @@ def run_demo(
         output: directory for the models, results and plots (``DIR/work`` holds the rest).
         quick: the tiny settings (``QUICK``) used by the tests; otherwise ``FULL``.
         seed: one seed for the vocabulary sample, the data order, the weights and the
-            classifier. The vocabulary trainer (tokenizers' Unigram) is
-            multi-threaded, so two fresh runs differ slightly; a run reusing ``output`` repeats its table.
+            classifier: the same seed gives the same table (the vocabulary is learned on one
+            thread, which makes it repeatable).
         settings: explicit settings (overrides ``quick``).
         progress: show progress bars while pre-training.
         log: where stage messages go.
@@ -258,8 +258,10 @@ def _prepare_data(work: Path, settings: DemoSettings, seed: int, log) -> Path:
             files.setdefault(xx, []).append(_write_lines(work / "text" / "sides" / f"{xx}.txt", xx_lines))
         files.setdefault("en", []).append(_write_lines(work / "text" / "sides" / "en.txt", english_sides))
         log(f"[demo] learning a {settings.vocab_size}-piece vocabulary …")
+        # One trainer thread: the vocabulary (and so the whole table) is the same on any machine.
         tokenizer = Tokenizer.train(
-            files, tokenizer_dir, vocab_size=settings.vocab_size, max_sentences=settings.tokenizer_sentences, seed=seed
+            files, tokenizer_dir, vocab_size=settings.vocab_size, max_sentences=settings.tokenizer_sentences,
+            seed=seed, threads=1,
         )
 
     store = work / "store"
