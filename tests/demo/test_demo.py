@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from infoxlm.demo.run import MODELS, QUICK, DemoError, run_demo
+from infoxlm.demo.run import FULL, MODELS, QUICK, DemoError, run_demo, train_config
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +101,12 @@ def test_cli_help_names_the_options():
     text = parser._subparsers._group_actions[0].choices["demo"].format_help()
     for option in ("--output", "--quick", "--seed"):
         assert option in text
+
+
+@pytest.mark.parametrize("settings", [FULL, QUICK], ids=["full", "quick"])
+def test_the_two_models_differ_only_in_xlco(settings):
+    """The −XLCO ablation: same data, steps, seed and MLM batches; no XLCO batch."""
+    configs = {name: train_config(settings, 0, extra).to_dict() for name, (_, extra) in MODELS.items()}
+    with_xlco, without = configs["infoxlm"], configs["no-xlco"]
+    assert with_xlco["data"].pop("xlco_batch_size") > 0 and without["data"].pop("xlco_batch_size") == 0
+    assert with_xlco == without

@@ -8,6 +8,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -170,6 +171,16 @@ def test_every_ablation_runs(store, tmp_path, flags, present, absent):
     run = quiet(pretrain, resolved_config(args), store, tmp_path / "run", progress=False)
     logged = set(losses(run)[-1])
     assert present <= logged and not (absent & logged)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [("contrast.pooling=max", "contrast.pooling='max': expected one of cls, mean"), ("contrast.temperature=0", "contrast.temperature=0")],
+)
+def test_bad_contrast_settings_are_named(store, tmp_path, override, message):
+    cfg = apply_overrides(preset("test"), ["optim.max_steps=1", override])
+    with pytest.raises(TrainingError, match=re.escape(message)):
+        quiet(pretrain, cfg, store, tmp_path / "run", progress=False)
 
 
 def test_xlco_joins_after_the_key_encoder_warm_up(store, tmp_path):

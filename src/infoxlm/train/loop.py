@@ -142,7 +142,10 @@ class Trainer:
         c = self.config.contrast
         if not 1 <= c.layer <= self.encoder.num_layers:
             raise TrainingError(f"contrast.layer={c.layer}: the encoder has layers 1 … {self.encoder.num_layers}")
-        return MomentumContrast.from_config(self.encoder, c)
+        try:
+            return MomentumContrast.from_config(self.encoder, c)
+        except ValueError as err:  # its messages start with the field: "pooling='max': …"
+            raise TrainingError(f"contrast.{err}") from None
 
     def _wrap_ddp(self, model: JointModel) -> torch.nn.Module:
         if not self.world.distributed:
