@@ -175,7 +175,7 @@ def test_every_ablation_runs(store, tmp_path, flags, present, absent):
 
 @pytest.mark.parametrize(
     "override, message",
-    [("contrast.pooling=max", "contrast.pooling='max': expected one of cls, mean"), ("contrast.temperature=0", "contrast.temperature=0")],
+    [("contrast.pooling=max", "contrast.pooling='max': expected one of mean, cls"), ("contrast.temperature=0", "contrast.temperature=0")],
 )
 def test_bad_contrast_settings_are_named(store, tmp_path, override, message):
     cfg = apply_overrides(preset("test"), ["optim.max_steps=1", override])

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.batching import MLMBatch
+from ..embedding import pool
 from ..data.pipeline import StepData
 from ..objectives.xlco import momentum_at
 from ..train.loop import OBJECTIVES, _aligned
@@ -138,12 +139,7 @@ class HFBaseline:
         }
 
     def _project(self, hidden: torch.Tensor, mask: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
-        if self.pooling == "mean":  # mean of the real tokens' states (B, d)
-            weights = mask.unsqueeze(-1).to(hidden.dtype)
-            sentence = (hidden * weights).sum(dim=1) / weights.sum(dim=1)
-        else:
-            sentence = hidden[:, 0]  # <s> state (B, d)
-        z = projection(sentence)
+        z = projection(pool(hidden, mask, self.pooling))  # <s> state or mean of real tokens (B, d) → (B, d)
         return F.normalize(z, dim=-1) if self.normalize else z
 
     def _contrast_loss_sum(self, xlco) -> tuple[torch.Tensor, torch.Tensor]:

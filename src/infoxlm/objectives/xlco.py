@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..embedding import POOLINGS, pool
 from ..model.encoder import Encoder
 
 
@@ -86,11 +87,6 @@ def positive_ranked_first(logits: torch.Tensor) -> torch.Tensor:
     if logits.shape[1] == 1:
         return torch.ones(logits.shape[0], dtype=torch.bool, device=logits.device)
     return logits[:, 0] > logits[:, 1:].max(dim=1).values
-
-
-# How a sentence vector is read from the universal layer: the paper's <s> state, or the mean of
-# the real tokens' states (what Tatoeba-style retrieval reads; not in the paper).
-POOLINGS = ("cls", "mean")
 
 
 class MomentumContrast(nn.Module):
@@ -199,13 +195,9 @@ class MomentumContrast(nn.Module):
     # --- encoding -------------------------------------------------------------------------
 
     def _project(self, hidden: torch.Tensor, attention_mask: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
-        # hidden (B, T, d) at the universal layer → sentence vector (B, d) → projected (B, d)
-        if self.pooling == "cls":
-            sentence = hidden[:, 0]  # the <s> state, as the paper
-        else:  # mean over real tokens (specials included), as Tatoeba retrieval pools
-            weights = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
-            sentence = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-        z = projection(sentence)
+        # hidden (B, T, d) at the universal layer → sentence vector (B, d) → projected (B, d):
+        # the <s> state (the paper) or the mean over real tokens, as retrieval pools them
+        z = projection(pool(hidden, attention_mask, self.pooling))
         return F.normalize(z, dim=-1) if self.normalize else z
 
     def encode_queries(self, encoder: Encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
