@@ -18,7 +18,7 @@ def add_demo_command(commands: argparse._SubParsersAction) -> None:
             "Tatoeba-style retrieval (test split and a held-out Firefox split never trained on) and "
             "zero-shot cross-lingual transfer of an English-trained classifier. Prints a table and "
             "writes DIR/results.json, DIR/results.md, DIR/*.png, DIR/infoxlm/ and DIR/no-xlco/. "
-            "About 15 minutes on two CPU cores; --quick takes under two minutes and only checks the "
+            "About 12 minutes on two CPU cores; --quick takes under two minutes and only checks the "
             "pipeline. Re-running into the same DIR reuses the vocabulary, store and finished runs."
         ),
         epilog="example: infoxlm demo --output out/demo    then: infoxlm eval tatoeba --model out/demo/infoxlm …",
