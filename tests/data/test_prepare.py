@@ -28,7 +28,7 @@ from infoxlm.data import prepare as prepare_module
 from infoxlm.data.cleaning import clean_text
 from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
 from infoxlm.data.sampling import language_probabilities
-from infoxlm.data.store import PARTIAL_PREFIX, CorpusWriter, StoreError, TokenStore, partial_corpus_dirs
+from infoxlm.data.store import PARTIAL_PREFIX, CorpusWriter, StoreError, TokenStore, corpus_lock, partial_corpus_dirs
 from infoxlm.data.store_report import store_report
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer
@@ -483,3 +483,21 @@ def test_bad_input_is_one_line_and_leaves_nothing_behind(bad_input_runs, name):
         assert sorted(store_report(store)["mono"]) == ["en"] and not (store / "parallel").exists()
     else:  # a store this command would have created does not exist
         assert not store.exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="corpus locks need fcntl")
+def test_a_prepare_waits_for_another_prepare_of_the_same_corpus(tmp_path, xlmr):
+    """Two jobs preparing one corpus of a shared store: the second waits, then finds it done."""
+    path = write_text(tmp_path / "de.txt", SCRIPTS)
+    store = tmp_path / "store"
+    prepare_monolingual("fr", [path], xlmr, store, show_progress=False)  # the store exists
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        with corpus_lock(store, "mono", "de"):  # another job is preparing "de" right now
+            waiting = pool.submit(prepare_monolingual, "de", [path], xlmr, store, show_progress=False)
+            other = pool.submit(prepare_monolingual, "en", [path], xlmr, store, show_progress=False)
+            assert other.result(timeout=60).up_to_date is False  # another corpus is not held up
+            assert not waiting.done() and not (store / "mono" / "de").exists()
+        first = waiting.result(timeout=60)
+        again = pool.submit(prepare_monolingual, "de", [path], xlmr, store, show_progress=False).result(timeout=60)
+    assert first.up_to_date is False and again.up_to_date is True
+    assert sorted(TokenStore.open(store).mono) == ["de", "en", "fr"]

@@ -50,6 +50,7 @@ from infoxlm.data.languages import canonical_language, language_name, parse_lang
 from infoxlm.data.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
 from infoxlm.data.prefetch import prefetch
 from infoxlm.data.store import (
+    LOCKS_DIR,
     OFFSET_DTYPE,
     TOKEN_DTYPE,
     CorpusWriter,
@@ -57,6 +58,7 @@ from infoxlm.data.store import (
     ParallelCorpus,
     StoreError,
     TokenStore,
+    corpus_lock,
     read_json,
     remove_stale_partials,
 )
@@ -288,29 +290,30 @@ class _Job:
         fingerprint = self.input_fingerprint()
         created = TokenStore.ensure(self.root, self.tokenizer.identity())
         try:
-            remove_stale_partials(self.root)
-            if not force:
-                meta = self.existing_corpus_matches(fingerprint)
-                if meta is not None:
-                    return PrepareResult(self.kind, self.name, self.corpus_path, meta, up_to_date=True)
-            started = time.monotonic()
-            total_bytes = sum(source["bytes"] for source in self.sources())
-            with tqdm(
-                total=total_bytes,
-                unit="B",
-                unit_scale=True,
-                unit_divisor=1024,
-                desc=self.name,
-                file=sys.stderr,
-                disable=not show_progress,
-                mininterval=0.5,
-                dynamic_ncols=True,
-            ) as progress, CorpusWriter(self.root, self.kind, self.name) as writer:
-                write(self, writer, progress)
-                meta = self.meta(fingerprint, time.monotonic() - started)
-                path = writer.commit(meta)
-            self.keep_tokenizer_copy()
-            return PrepareResult(self.kind, self.name, path, meta)
+            with corpus_lock(self.root, self.kind, self.name):
+                remove_stale_partials(self.root)
+                if not force:
+                    meta = self.existing_corpus_matches(fingerprint)
+                    if meta is not None:
+                        return PrepareResult(self.kind, self.name, self.corpus_path, meta, up_to_date=True)
+                started = time.monotonic()
+                total_bytes = sum(source["bytes"] for source in self.sources())
+                with tqdm(
+                    total=total_bytes,
+                    unit="B",
+                    unit_scale=True,
+                    unit_divisor=1024,
+                    desc=self.name,
+                    file=sys.stderr,
+                    disable=not show_progress,
+                    mininterval=0.5,
+                    dynamic_ncols=True,
+                ) as progress, CorpusWriter(self.root, self.kind, self.name) as writer:
+                    write(self, writer, progress)
+                    meta = self.meta(fingerprint, time.monotonic() - started)
+                    path = writer.commit(meta)
+                self.keep_tokenizer_copy()
+                return PrepareResult(self.kind, self.name, path, meta)
         except BaseException:
             if created:
                 _remove_store_if_empty(self.root)
@@ -369,6 +372,7 @@ def _remove_store_if_empty(root: Path) -> None:
         if (root / kind).is_dir():
             (root / kind).rmdir()
     (root / "store.json").unlink(missing_ok=True)
+    shutil.rmtree(root / LOCKS_DIR, ignore_errors=True)
     try:
         root.rmdir()
     except OSError:

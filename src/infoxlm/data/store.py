@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -40,6 +41,7 @@ STORE_VERSION = 1
 TOKEN_DTYPE = np.dtype("<u4")
 OFFSET_DTYPE = np.dtype("<i8")
 PARTIAL_PREFIX = ".partial-"
+LOCKS_DIR = ".locks"  # STORE/.locks/KIND-NAME: one empty lock file per corpus ever prepared
 
 
 class StoreError(InfoXLMError):
@@ -375,6 +377,27 @@ def _writer_is_alive(partial: Path) -> bool:
     except PermissionError:
         return True  # exists, owned by someone else
     return True
+
+
+@contextmanager
+def corpus_lock(root: str | Path, kind: str, name: str) -> Iterator[None]:
+    """Hold an exclusive lock on one corpus of the store at ``root`` for the ``with`` block.
+
+    A prepare checks and rewrites its corpus under this lock, so two jobs preparing the same
+    corpus of a shared store at once do not swap directories under each other: the second
+    waits, then finds the corpus up to date. Other corpora of the store are not held up.
+    Where ``fcntl`` does not exist (Windows) there is no lock.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    folder = Path(root) / LOCKS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{kind}-{name}", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed, also on a crash
+        yield
 
 
 class CorpusWriter:
