@@ -16,6 +16,7 @@ from torch import nn
 
 from ..data.batching import ContrastBatch, MLMBatch
 from ..model.encoder import Encoder
+from ..objectives.vocab_loss import token_cross_entropy
 from ..objectives.xlco import MomentumContrast, positive_ranked_first
 
 
@@ -70,8 +71,9 @@ class JointModel(nn.Module):
             self.encoder(b.input_ids, b.attention_mask).last_hidden_state[b.masked_positions] for b in batches
         ]  # each (N_i, d)
         logits = self.encoder.lm_head(torch.cat(hidden) if len(hidden) > 1 else hidden[0])  # (ΣN_i, V)
-        parts = logits.float().split([h.shape[0] for h in hidden])
-        return [F.cross_entropy(part, b.targets, reduction="sum") for part, b in zip(parts, batches)]
+        targets = torch.cat([b.targets for b in batches]) if len(batches) > 1 else batches[0].targets  # (ΣN_i,)
+        per_token = token_cross_entropy(logits, targets)  # (ΣN_i,) fp32; fused kernels on a GPU
+        return [part.sum() for part in per_token.split([h.shape[0] for h in hidden])]
 
     def unreached_parameters(self, mlm: bool, xlco: bool) -> list[nn.Parameter]:
         """Trainable parameters that a micro-step with these objectives leaves out of the graph.
