@@ -49,3 +49,8 @@ def test_missing_transformers_is_one_line(monkeypatch, capsys):
     assert main(["bench", "--size", "test", "--device", "cpu"]) == 1
     err = capsys.readouterr().err
     assert "infoxlm[hf]" in err and "--no-baseline" in err and err.count("\n") == 1
+
+
+def test_bad_baseline_max_tokens_flag(capsys):
+    assert main(["bench", "--size", "test", "--device", "cpu", "--baseline-max-tokens", "0"]) == 1
+    assert "--baseline-max-tokens 0: expected a positive number of tokens" in capsys.readouterr().err

@@ -65,3 +65,20 @@ def test_check_losses_tolerance():
 def test_cuda_without_cuda_is_a_clear_error():
     with pytest.raises(BenchError, match="CUDA is not available"):
         resolve_device("cuda")
+
+
+def test_the_baseline_may_cut_the_same_global_batch_into_smaller_micro_batches():
+    """--baseline-max-tokens: same examples and global batch, more micro-batches on the
+    baseline's side; the losses still agree and the report says how each side cut it."""
+    from infoxlm.bench.sizes import Batches
+
+    batches = Batches(4, 4, 4, 256, baseline_max_tokens=96)
+    result = run_benchmark("test", "cpu", steps=1, warmup=0, batches=batches, log=lambda m: None)
+    assert result["batches"]["max_tokens"] == 256 and result["batches"]["baseline_max_tokens"] == 96
+    ours, theirs = zip(*result["loss_check"]["losses"].values())
+    assert ours == pytest.approx(theirs, rel=1e-4)
+    size = SIZES["test"]
+    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 4, 4, 4, 256)
+    coarse, fine = synthetic_step(spec, 0), synthetic_step(dataclasses.replace(spec, max_tokens=96), 0)
+    assert len(fine.mmlm) > len(coarse.mmlm)
+    assert fine.stats["mmlm"].num_masked == coarse.stats["mmlm"].num_masked

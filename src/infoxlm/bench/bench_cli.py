@@ -39,6 +39,12 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
         help="examples per optimizer step for each objective, e.g. 1,2,4 (default: per size and device)",
     )
     p.add_argument("--max-tokens", type=int, default=None, help="padded tokens per micro-batch (gradient accumulation beyond)")
+    p.add_argument(
+        "--baseline-max-tokens",
+        type=int,
+        default=None,
+        help="the baseline's own micro-batch budget, same global batch (default: per size; on a GPU base/large 8192)",
+    )
     p.add_argument("--no-baseline", action="store_true", help="time infoxlm alone (no transformers needed)")
     p.add_argument("--fp32", action="store_true", help="on a GPU: no bf16 autocast (CPU runs are always fp32)")
     p.add_argument("--peak-flops", type=float, default=None, help="the device's peak FLOP/s for MFU (default: table of GPUs)")
@@ -47,8 +53,10 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_bench_command)
 
 
-def parse_batches(text: str | None, max_tokens: int | None, default: Batches) -> Batches:
-    """``--batch 1,2,4`` and ``--max-tokens`` over the size's defaults."""
+def parse_batches(
+    text: str | None, max_tokens: int | None, default: Batches, baseline_max_tokens: int | None = None
+) -> Batches:
+    """``--batch 1,2,4``, ``--max-tokens`` and ``--baseline-max-tokens`` over the size's defaults."""
     mmlm, tlm, xlco = default.mmlm, default.tlm, default.xlco
     if text is not None:
         parts = text.split(",")
@@ -61,17 +69,40 @@ def parse_batches(text: str | None, max_tokens: int | None, default: Batches) ->
     tokens = default.max_tokens if max_tokens is None else max_tokens
     if tokens < 1:
         raise BenchError(f"--max-tokens {tokens}: expected a positive number of tokens")
-    return Batches(mmlm, tlm, xlco, tokens)
+    baseline = default.baseline_max_tokens if baseline_max_tokens is None else baseline_max_tokens
+    if baseline is not None and baseline < 1:
+        raise BenchError(f"--baseline-max-tokens {baseline}: expected a positive number of tokens")
+    return Batches(mmlm, tlm, xlco, tokens, baseline_max_tokens=baseline)
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
-    from .joint_step import resolve_device, run_benchmark
+    import torch
+
+    from .joint_step import resolve_device
     from .report import format_report
     from .sizes import bench_size
 
     device = resolve_device(args.device)
-    batches = parse_batches(args.batch, args.max_tokens, bench_size(args.size).batches(device.type))
-    result = run_benchmark(
+    batches = parse_batches(
+        args.batch, args.max_tokens, bench_size(args.size).batches(device.type), args.baseline_max_tokens
+    )
+    try:
+        result = _run(args, device, batches)
+    except torch.cuda.OutOfMemoryError as error:
+        what = ". ".join(str(error).split(". ")[:2]) or "out of memory"  # "CUDA out of memory. Tried to allocate …"
+        raise BenchError(
+            f"--size {args.size} on {device}: {what}. Both sides share the device: lower "
+            f"--max-tokens (now {batches.max_tokens}) or --baseline-max-tokens (now {batches.baseline_tokens}), "
+            "or time infoxlm alone with --no-baseline"
+        ) from None
+    print(json.dumps(result, indent=2) if args.json else format_report(result), flush=True)
+    return 0
+
+
+def _run(args: argparse.Namespace, device, batches: Batches) -> dict:
+    from .joint_step import run_benchmark
+
+    return run_benchmark(
         args.size,
         str(device),
         steps=args.steps,
@@ -83,5 +114,3 @@ def run_bench_command(args: argparse.Namespace) -> int:
         rtol=args.rtol,
         seed=args.seed,
     )
-    print(json.dumps(result, indent=2) if args.json else format_report(result), flush=True)
-    return 0

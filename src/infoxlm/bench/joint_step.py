@@ -20,6 +20,7 @@ the step time and the GPU's dense bf16 peak.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import platform
 import statistics
@@ -173,6 +174,8 @@ def run_benchmark(
         spec_size.vocab_size, spec_size.block_size, spec_size.tlm_max_length, spec_size.xlco_max_length,
         batches.mmlm, batches.tlm, batches.xlco, batches.max_tokens, seed=seed,
     )
+    # The same examples and masks, cut into the baseline's own micro-batches (see sizes.py).
+    specs = {"infoxlm": spec, "hf": dataclasses.replace(spec, max_tokens=batches.baseline_tokens)}
     encoder_config = EncoderConfig.preset(spec_size.encoder, vocab_size=spec_size.vocab_size)
     config = train_config(spec_size, dev, use_bf16)
     shape = ModelShape(
@@ -181,11 +184,14 @@ def run_benchmark(
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else None
     cache: dict[int, StepData] = {}
 
-    def data_for_step(index: int) -> StepData:
-        # Built afresh for each side (the data phase is real work), identical for both.
-        data = synthetic_step(spec, index)
-        cache.setdefault(index, data)
-        return data
+    def data_for(side_name: str) -> Callable[[int], StepData]:
+        def data_for_step(index: int) -> StepData:
+            # Built afresh for each side (the data phase is real work), identical for both.
+            data = synthetic_step(specs[side_name], index)
+            cache.setdefault(index, data)
+            return data
+
+        return data_for_step
 
     log(f"[bench] {size}: building infoxlm's model on {dev} …")
     sides = [EngineStep(encoder_config, config, dev, seed=seed)]
@@ -199,15 +205,16 @@ def run_benchmark(
     loss_check = None
     if baseline:
         log("[bench] checking that both compute the same first-step losses (fp32) …")
-        first = synthetic_step(spec, 0)
-        loss_check = check_losses(sides[0].losses(first), sides[1].losses(first), rtol)
+        loss_check = check_losses(
+            sides[0].losses(synthetic_step(spec, 0)), sides[1].losses(synthetic_step(specs["hf"], 0)), rtol
+        )
         log("[bench] losses agree: " + ", ".join(f"{k} {v[0]:.5f}" for k, v in loss_check.items()))
 
     def one_step(side, index: int, timer: PhaseTimer) -> tuple[float, int]:
         if sync:
             sync()
         started = time.perf_counter()
-        outcome = side.step(data_for_step, index, timer)
+        outcome = side.step(data_for(side.name), index, timer)
         if sync:
             sync()
         return time.perf_counter() - started, outcome.tokens
@@ -262,7 +269,8 @@ def run_benchmark(
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": _transformers_version() if baseline else None,
-        "batches": {"mmlm": batches.mmlm, "tlm": batches.tlm, "xlco": batches.xlco, "max_tokens": batches.max_tokens},
+        "batches": {"mmlm": batches.mmlm, "tlm": batches.tlm, "xlco": batches.xlco, "max_tokens": batches.max_tokens,
+                    "baseline_max_tokens": batches.baseline_tokens},
         "shape": {"layers": shape.num_layers, "hidden": shape.hidden_size, "vocab": shape.vocab_size,
                   "contrast_layer": spec_size.contrast_layer, "queue": spec_size.queue_size,
                   "block_size": spec_size.block_size},
