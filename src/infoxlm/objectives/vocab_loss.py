@@ -31,6 +31,14 @@ def plain_token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> to
 _compiled = None
 
 
+def _triton_available() -> bool:
+    try:
+        from torch.utils._triton import has_triton
+    except ImportError:  # an older torch without the helper
+        return False
+    return has_triton()
+
+
 def _compiled_token_cross_entropy():
     global _compiled
     if _compiled is None:
@@ -41,10 +49,11 @@ def _compiled_token_cross_entropy():
 def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, fused: bool | None = None) -> torch.Tensor:
     """Cross-entropy of each row of ``logits`` (N, V) against ``targets`` (N,): (N,) fp32.
 
-    ``fused``: use the compiled kernels (default: on CUDA tensors only).
+    ``fused``: use the compiled kernels (default: on CUDA tensors, where Triton is installed
+    to compile them).
     """
     if fused is None:
-        fused = logits.is_cuda
+        fused = logits.is_cuda and _triton_available()
     if fused:
         return _compiled_token_cross_entropy()(logits, targets)
     return plain_token_cross_entropy(logits, targets)
