@@ -1,0 +1,42 @@
+"""benchmarks/gpu_profile.py runs end to end (on a CPU, its smoke-test mode)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_profile.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("gpu_profile", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_timed_steps_and_host_table_on_cpu(capsys):
+    script = _load()
+    args = ["--size", "test", "--device", "cpu", "--warmup", "0", "--timed", "1", "--steps", "1", "--rows", "3"]
+    assert script.main(args) == 0
+    out = capsys.readouterr().out
+    assert "TIMED size test batches 4,4,4 max_tokens 256" in out and "tokens/s" in out
+    assert "size test, fp32: wall per step" in out
+    host_rows = out.split("host events by self CPU time")[1].strip().splitlines()[1:]
+    assert len(host_rows) == 3 and all("aten::" in row or "Backward" in row or "autograd" in row for row in host_rows)
+
+
+def test_kernel_groups():
+    script = _load()
+    assert script.group_of("nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_NNT") == "matmul"
+    assert script.group_of("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") == "attention"
+    assert script.group_of("vectorized_elementwise_kernel<bfloat16_copy_kernel_cuda>") == "copy / cast"
+    assert script.group_of("cunn_SoftMaxForward<LogSoftMaxForwardEpilogue>") == "softmax / loss"
+    assert script.group_of("vectorized_elementwise_kernel<CUDAFunctor_add<float>>") == "other elementwise / reduce"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_without_cuda_it_says_so(capsys):
+    assert _load().main(["--size", "test"]) == 1
+    assert "CUDA is not available here" in capsys.readouterr().err
