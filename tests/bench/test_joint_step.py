@@ -16,7 +16,8 @@ pytest.importorskip("transformers")
 def _sides(**contrast):
     from infoxlm.bench.hf_baseline import HFBaseline
 
-    size, cpu = dataclasses.replace(SIZES["test"], **contrast), torch.device("cpu")
+    size, cpu = SIZES["test"], torch.device("cpu")
+    size = dataclasses.replace(size, contrast={**size.contrast, **contrast})
     b = size.cpu
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length,
                          b.mmlm, b.tlm, b.xlco, b.max_tokens)

@@ -68,13 +68,7 @@ def train_config(size: BenchSize, device: torch.device, bf16: bool) -> TrainConf
     """The trainer's config for this size: paper optimizer, the size's contrast, dropout 0."""
     config = TrainConfig()
     config.model.dropout = 0.0  # the losses must agree exactly; the authors use 0 when continuing XLM-R
-    config.contrast.layer = size.contrast_layer
-    config.contrast.queue_size = size.queue_size
-    config.contrast.momentum = size.momentum
-    config.contrast.pooling = size.pooling
-    config.contrast.normalize = size.normalize
-    config.contrast.temperature = size.temperature
-    config.contrast.in_batch_negatives = size.in_batch_negatives
+    config.contrast = dataclasses.replace(config.contrast, **size.contrast)
     config.run.device = str(device)
     config.run.bf16 = bf16
     return config
