@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -28,3 +30,54 @@ def test_cpu_tensors_take_the_plain_path(monkeypatch):
     expected = torch.softmax(logits.detach(), 1) - F.one_hot(targets, 5)
     torch.testing.assert_close(logits.grad, expected)
     torch.testing.assert_close(plain_token_cross_entropy(logits, targets), token_cross_entropy(logits, targets))
+
+
+def test_a_compile_that_fails_falls_back_to_the_plain_function_with_one_warning(monkeypatch):
+    import infoxlm.objectives.vocab_loss as vocab_loss
+
+    def broken_compile():
+        def run(logits, targets):
+            raise RuntimeError("no C compiler found\nmore detail")
+
+        return run
+
+    monkeypatch.setattr(vocab_loss, "_compiled_token_cross_entropy", broken_compile)
+    monkeypatch.setattr(vocab_loss, "_fused_works", {})
+    logits, targets = torch.randn(3, 5), torch.tensor([0, 4, 2])
+    with pytest.warns(RuntimeWarning, match="could not be compiled here .RuntimeError: no C compiler found.; using the plain one"):
+        assert vocab_loss._fused_runs_on(logits) is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second time: remembered, no new warning
+        assert vocab_loss._fused_runs_on(logits) is False
+    torch.testing.assert_close(token_cross_entropy(logits, targets, fused=False), plain_token_cross_entropy(logits, targets))
+
+
+def test_a_compile_that_works_is_tried_once(monkeypatch):
+    import infoxlm.objectives.vocab_loss as vocab_loss
+
+    calls = []
+
+    def counting_compile():
+        def run(logits, targets):
+            calls.append(logits.shape)
+            return plain_token_cross_entropy(logits, targets)
+
+        return run
+
+    monkeypatch.setattr(vocab_loss, "_compiled_token_cross_entropy", counting_compile)
+    monkeypatch.setattr(vocab_loss, "_fused_works", {})
+    logits = torch.randn(3, 5)
+    assert vocab_loss._fused_runs_on(logits) and vocab_loss._fused_runs_on(logits)
+    assert calls == [torch.Size([4, 16])]
+
+
+def test_the_trial_runs_with_gradients_even_under_no_grad(monkeypatch):
+    import infoxlm.objectives.vocab_loss as vocab_loss
+
+    monkeypatch.setattr(vocab_loss, "_compiled_token_cross_entropy", lambda: plain_token_cross_entropy)
+    monkeypatch.setattr(vocab_loss, "_fused_works", {})
+    with torch.no_grad():
+        assert vocab_loss._fused_runs_on(torch.randn(3, 5))
+    monkeypatch.setattr(vocab_loss, "_fused_works", {})
+    with torch.inference_mode():
+        assert vocab_loss._fused_runs_on(torch.randn(3, 5))

@@ -19,6 +19,8 @@ little, the plain function runs.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 
@@ -29,6 +31,8 @@ def plain_token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> to
 
 
 _compiled = None
+# (device type, dtype) → whether the compiled version ran, forward and backward, there.
+_fused_works: dict[tuple[str, torch.dtype], bool] = {}
 
 
 def _triton_available() -> bool:
@@ -46,14 +50,43 @@ def _compiled_token_cross_entropy():
     return _compiled
 
 
+def _fused_runs_on(logits: torch.Tensor) -> bool:
+    """Whether the compiled version works for this device and dtype, tried once per process.
+
+    Compiling needs Triton and a C compiler on the machine; a GPU box without them must
+    train on the plain function, not stop at its first step. The trial runs a small
+    forward and backward, because the backward is compiled only when it first runs.
+    """
+    key = (logits.device.type, logits.dtype)
+    if key not in _fused_works:
+        try:
+            # With gradients on, whatever the caller's mode (a first call may come from an
+            # evaluation under no_grad).
+            with torch.inference_mode(False), torch.enable_grad():
+                trial = torch.randn(4, 16, device=logits.device, dtype=logits.dtype, requires_grad=True)
+                _compiled_token_cross_entropy()(trial, torch.arange(4, device=logits.device)).sum().backward()
+            _fused_works[key] = True
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as error:  # any failure of the compile stack: fall back, say why once
+            warnings.warn(
+                f"the fused vocabulary cross-entropy could not be compiled here ({type(error).__name__}: "
+                f"{str(error).splitlines()[0] if str(error) else ''}); using the plain one, which is slower on a GPU",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            _fused_works[key] = False
+    return _fused_works[key]
+
+
 def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, fused: bool | None = None) -> torch.Tensor:
     """Cross-entropy of each row of ``logits`` (N, V) against ``targets`` (N,): (N,) fp32.
 
-    ``fused``: use the compiled kernels (default: on CUDA tensors, where Triton is installed
-    to compile them).
+    ``fused``: use the compiled kernels. Default: on CUDA tensors where Triton is installed
+    and a trial compile ran (else the plain function, with one warning saying why).
     """
     if fused is None:
-        fused = logits.is_cuda and _triton_available()
+        fused = logits.is_cuda and _triton_available() and _fused_runs_on(logits)
     if fused:
         return _compiled_token_cross_entropy()(logits, targets)
     return plain_token_cross_entropy(logits, targets)
