@@ -78,7 +78,7 @@ def parse_batches(
 def run_bench_command(args: argparse.Namespace) -> int:
     import torch
 
-    from .joint_step import resolve_device
+    from .joint_step import resolve_device, run_benchmark
     from .report import format_report
     from .sizes import bench_size
 
@@ -87,7 +87,18 @@ def run_bench_command(args: argparse.Namespace) -> int:
         args.batch, args.max_tokens, bench_size(args.size).batches(device.type), args.baseline_max_tokens
     )
     try:
-        result = _run(args, device, batches)
+        result = run_benchmark(
+            args.size,
+            str(device),
+            steps=args.steps,
+            warmup=args.warmup,
+            batches=batches,
+            baseline=not args.no_baseline,
+            bf16=not args.fp32,
+            peak_flops=args.peak_flops,
+            rtol=args.rtol,
+            seed=args.seed,
+        )
     except torch.cuda.OutOfMemoryError as error:
         what = ". ".join(str(error).split(". ")[:2]) or "out of memory"  # "CUDA out of memory. Tried to allocate …"
         raise BenchError(
@@ -97,20 +108,3 @@ def run_bench_command(args: argparse.Namespace) -> int:
         ) from None
     print(json.dumps(result, indent=2) if args.json else format_report(result), flush=True)
     return 0
-
-
-def _run(args: argparse.Namespace, device, batches: Batches) -> dict:
-    from .joint_step import run_benchmark
-
-    return run_benchmark(
-        args.size,
-        str(device),
-        steps=args.steps,
-        warmup=args.warmup,
-        batches=batches,
-        baseline=not args.no_baseline,
-        bf16=not args.fp32,
-        peak_flops=args.peak_flops,
-        rtol=args.rtol,
-        seed=args.seed,
-    )

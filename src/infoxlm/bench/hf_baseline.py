@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.batching import MLMBatch
-from ..embedding import pool
 from ..data.pipeline import StepData
+from ..embedding import pool
 from ..objectives.xlco import momentum_at
 from ..train.loop import OBJECTIVES, _aligned
 from ..train.optim import linear_warmup_decay

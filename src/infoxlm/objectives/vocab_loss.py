@@ -13,7 +13,7 @@ becomes one reduction that reads the bf16 logits once and keeps a log-sum-exp pe
 fp32, the backward one element-wise kernel that writes softmax − one-hot straight in the
 logits' dtype. The arithmetic is the same fp32 log-sum-exp, so the loss agrees with the
 plain one to fp32 rounding (tests/objectives/test_vocab_loss.py; on a GPU,
-tests/train/test_gpu_fast_path.py). On a CPU, where compiling costs minutes and buys
+tests/gpu/test_fast_path_cuda.py). On a CPU, where compiling costs minutes and buys
 little, the plain function runs.
 """
 
