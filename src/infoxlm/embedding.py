@@ -47,8 +47,9 @@ def embed_layers(
 ) -> dict[int, np.ndarray]:
     """Pooled embeddings of ``sentences`` at each of ``layers``: {layer: float32 array (N, d)}.
 
-    The encoder runs once per batch, only as deep as the deepest layer asked for, in eval mode
-    and (on a GPU) under bf16 autocast; it is left on its device and in its previous mode.
+    The encoder runs once per batch, only as deep as the deepest layer asked for, in eval mode,
+    with its position-wise parts on real tokens only (``Encoder.skip_padding``) and (on a GPU)
+    under bf16 autocast; it is left on its device and in its previous modes.
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling={pooling!r}: expected one of {POOLINGS}")
@@ -62,8 +63,10 @@ def embed_layers(
     max_length = min(max_length, encoder.config.max_sequence_length)
 
     device = next(encoder.parameters()).device
-    was_training = encoder.training
+    was_training, skipped_padding = encoder.training, encoder.skip_padding
     encoder.eval()
+    # Position-wise layers on real tokens only: pooling never reads the padding positions.
+    encoder.skip_padding = True
     d = encoder.config.hidden_size
     out = {layer: np.empty((len(sentences), d), dtype=np.float32) for layer in layers}
     ids = tokenizer.encode_batch(list(sentences), max_length=max_length)
@@ -83,6 +86,7 @@ def embed_layers(
                 bar.update(len(rows))
     finally:
         encoder.train(was_training)
+        encoder.skip_padding = skipped_padding
     return out
 
 
