@@ -47,14 +47,9 @@ import numpy as np
 from infoxlm.data.prepare import prepare_monolingual
 from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES
 
+from xlmr_assets import xlmr_tokenizer_dir
+
 METASPACE = "\u2581"
-
-
-def xlmr_tokenizer_dir() -> Path:
-    """The real 250,002-piece XLM-R tokenizer.json shipped by a test dependency."""
-    import semantra_multilingual
-
-    return Path(semantra_multilingual.__file__).parent / "assets" / "multilingual-e5-small"
 
 
 def write_pseudo_text(path: Path, megabytes: float, tokenizer_json: Path, seed: int = 0) -> int:
