@@ -35,6 +35,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from infoxlm.bench.sizes import SIZES
 from infoxlm.demo import corpus
 from infoxlm.embedding import embed_layers, pool
 from infoxlm.model.config import EncoderConfig
@@ -44,6 +45,8 @@ from infoxlm.tokenizer import Tokenizer
 from xlmr_assets import xlmr_tokenizer_dir
 
 AGREEMENT = 1e-3  # largest |infoxlm − baseline| allowed in any vector component
+# Encoder shape → the layer XLCO contrasts in the bench sizes (8 of 12 at base, 12 of 24 at large).
+UNIVERSAL_LAYER = {size.encoder: size.contrast_layer for size in SIZES.values()}
 
 
 def tatoeba_sentences(count: int) -> list[str]:
@@ -121,10 +124,6 @@ def measure_layer(
     if baseline:
         sides["baseline"] = baseline_runner(directory, sentences, layer, batch_size)
     vectors = {name: run() for name, run in sides.items()}
-    walls: dict[str, list[float]] = {name: [] for name in sides}
-    for _ in range(repeat):
-        for name, run in sides.items():
-            walls[name].append(timed(run))
     entry: dict = {"layer": layer}
     if baseline:
         difference = float(np.abs(vectors["infoxlm"] - vectors["baseline"]).max())
@@ -134,6 +133,10 @@ def measure_layer(
                 f"(expected < {AGREEMENT}); no time counts"
             )
         entry["max_abs_difference"] = difference
+    walls: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(repeat):
+        for name, run in sides.items():
+            walls[name].append(timed(run))
     for name, measured in walls.items():
         best, median = min(measured), statistics.median(measured)
         entry[name] = {
@@ -157,17 +160,20 @@ def parse_layers(text: str) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--encoder", default="base", help="encoder shape preset: tiny, small, base, large (default: base)")
-    parser.add_argument("--layers", type=parse_layers, default=None, help="layers to pool, e.g. 8,12 (default: the universal layer and the last)")
+    parser.add_argument("--encoder", default="base", choices=UNIVERSAL_LAYER, help="encoder shape (default: base, XLM-R base)")
+    parser.add_argument("--layers", type=parse_layers, default=None, help="layers to pool, e.g. 8,12 (default: the universal layer of the bench sizes and the last)")
     parser.add_argument("--sentences", type=int, default=560, help="sentences to embed, from the 14 languages in turn (default: 560)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass, both sides (default: 32)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side per layer, alternating (default: 3)")
     parser.add_argument("--no-baseline", action="store_true", help="time infoxlm alone (no transformers needed)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args(argv)
+    for option in ("sentences", "batch_size", "repeat"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option.replace('_', '-')} {getattr(args, option)}: expected a positive number")
 
     num_layers = EncoderConfig.preset(args.encoder, vocab_size=8).num_hidden_layers
-    layers = args.layers or sorted({num_layers * 2 // 3, num_layers})
+    layers = args.layers or sorted({UNIVERSAL_LAYER[args.encoder], num_layers})
     for layer in layers:
         if not 0 <= layer <= num_layers:
             parser.error(f"--layers {layer}: the {args.encoder} encoder has layers 0 … {num_layers}")

@@ -49,7 +49,15 @@ def test_a_baseline_that_disagrees_stops_the_run(script, transformers, monkeypat
         script.main(["--encoder", "tiny", "--sentences", "8", "--repeat", "1", "--layers", "1"])
 
 
-def test_layer_out_of_range_is_a_usage_error(script, capsys):
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--layers", "5"], "the tiny encoder has layers 0 … 2"),
+        (["--sentences", "0"], "--sentences 0: expected a positive number"),
+        (["--encoder", "huge"], "invalid choice: 'huge'"),
+    ],
+)
+def test_bad_options_are_usage_errors(script, capsys, args, message):
     with pytest.raises(SystemExit):
-        script.main(["--encoder", "tiny", "--layers", "5", "--no-baseline"])
-    assert "the tiny encoder has layers 0 … 2" in capsys.readouterr().err
+        script.main(["--encoder", "tiny", "--no-baseline", *args])
+    assert message in capsys.readouterr().err
