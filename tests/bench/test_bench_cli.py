@@ -54,3 +54,10 @@ def test_missing_transformers_is_one_line(monkeypatch, capsys):
 def test_bad_baseline_max_tokens_flag(capsys):
     assert main(["bench", "--size", "test", "--device", "cpu", "--baseline-max-tokens", "0"]) == 1
     assert "--baseline-max-tokens 0: expected a positive number of tokens" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("peak", ["0", "-5"])
+def test_bad_peak_flops_flag_before_anything_runs(capsys, peak):
+    assert main(["bench", "--size", "test", "--device", "cpu", "--peak-flops", peak]) == 1
+    err = capsys.readouterr().err
+    assert f"--peak-flops {peak}: expected a positive FLOP/s rate" in err and "[bench]" not in err

@@ -163,6 +163,8 @@ def run_benchmark(
     warmup = spec_size.warmup[dev.type] if warmup is None else warmup
     if steps < 1 or warmup < 0:
         raise BenchError(f"--steps {steps} --warmup {warmup}: expected steps >= 1 and warmup >= 0")
+    if peak_flops is not None and not peak_flops > 0:
+        raise BenchError(f"--peak-flops {peak_flops:g}: expected a positive FLOP/s rate such as 1.5e11")
     use_bf16 = bf16 and dev.type == "cuda"
     spec = SyntheticSpec(
         spec_size.vocab_size, spec_size.block_size, spec_size.tlm_max_length, spec_size.xlco_max_length,
