@@ -161,8 +161,15 @@ def parse_layers(text: str) -> list[int]:
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--encoder", default="base", choices=UNIVERSAL_LAYER, help="encoder shape (default: base, XLM-R base)")
-    parser.add_argument("--layers", type=parse_layers, default=None, help="layers to pool, e.g. 8,12 (default: the universal layer of the bench sizes and the last)")
-    parser.add_argument("--sentences", type=int, default=560, help="sentences to embed, from the 14 languages in turn (default: 560)")
+    parser.add_argument(
+        "--layers",
+        type=parse_layers,
+        default=None,
+        help="layers to pool, e.g. 8,12 (default: the universal layer of the bench sizes and the last)",
+    )
+    parser.add_argument(
+        "--sentences", type=int, default=560, help="sentences to embed, from the 14 languages in turn (default: 560)"
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass, both sides (default: 32)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side per layer, alternating (default: 3)")
     parser.add_argument("--no-baseline", action="store_true", help="time infoxlm alone (no transformers needed)")

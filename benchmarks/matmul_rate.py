@@ -39,8 +39,12 @@ def product_rate(
 
     ``transposed``: "left" or "right" makes that operand a transposed view of a contiguous
     tensor, as autograd hands them to the backward products."""
-    left = torch.randn(k, m, device=device, dtype=dtype).t() if transposed == "left" else torch.randn(m, k, device=device, dtype=dtype)
-    right = torch.randn(n, k, device=device, dtype=dtype).t() if transposed == "right" else torch.randn(k, n, device=device, dtype=dtype)
+    def operand(rows: int, cols: int, stored_transposed: bool) -> torch.Tensor:
+        if stored_transposed:
+            return torch.randn(cols, rows, device=device, dtype=dtype).t()
+        return torch.randn(rows, cols, device=device, dtype=dtype)
+
+    left, right = operand(m, k, transposed == "left"), operand(k, n, transposed == "right")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     seconds = []
     for i in range(repeat + 2):

@@ -47,7 +47,13 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-baseline", action="store_true", help="time infoxlm alone (no transformers needed)")
     p.add_argument("--fp32", action="store_true", help="on a GPU: no bf16 autocast (CPU runs are always fp32)")
-    p.add_argument("--peak-flops", type=float, default=None, help="the device's peak FLOP/s for MFU (default: the datasheet bf16 peak of known GPUs; on a CPU, none: pass the best rate of benchmarks/matmul_rate.py)")
+    p.add_argument(
+        "--peak-flops",
+        type=float,
+        default=None,
+        help="the device's peak FLOP/s for MFU (default: the datasheet bf16 peak of known GPUs; "
+        "on a CPU, none: pass the best rate of benchmarks/matmul_rate.py)",
+    )
     p.add_argument("--rtol", type=float, default=1e-4, help="tolerance of the first-step loss check (default: 1e-4)")
     p.add_argument("--seed", type=int, default=0, help="weights and batches (default: 0)")
     p.set_defaults(func=run_bench_command)
