@@ -104,6 +104,34 @@ def test_fast_paths_give_the_reference_losses_and_gradients(grad_in_place, touch
     assert grads["embeddings.word_embeddings.weight"][encoder.config.pad_token_id].abs().sum() > 0  # from the head
 
 
+def _graph_nodes(node) -> set[str]:
+    """Names of every backward node reachable from ``node``."""
+    seen, stack = set(), [node]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            stack.extend(next_node for next_node, _ in node.next_functions)
+    return {node.name() for node in seen}
+
+
+def test_under_autocast_the_lookup_keeps_its_in_place_gradient():
+    """Under bf16 autocast the head's product is bf16 and takes the ordinary path, but the
+    lookup runs in fp32 and still adds its gradient into .grad (no dense V × d temporary per
+    pass); the gradients equal those of the all-ordinary path up to fp32 summation order."""
+    encoder, contrast, steps = _parts()
+    micro = _micro_steps(steps)
+    plain_encoder, plain_contrast = copy.deepcopy(encoder), copy.deepcopy(contrast)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        sums, grads = _joint(encoder, contrast, micro, grad_in_place=True, touch=False)
+        plain_sums, plain_grads = _joint(plain_encoder, plain_contrast, micro, grad_in_place=False, touch=False)
+        words = encoder.embeddings(steps[0].mmlm[0].input_ids)
+    assert "_LookupInPlaceGradBackward" in _graph_nodes(words.grad_fn)  # the in-place lookup ran
+    assert sums == plain_sums
+    for name, g in plain_grads.items():
+        torch.testing.assert_close(grads[name], g, rtol=1e-5, atol=1e-6, msg=name)
+
+
 def test_skipping_padding_leaves_real_positions_unchanged():
     encoder, contrast, steps = _parts()
     b = next(b for data in steps for b in data.tlm if b.input_ids.eq(encoder.config.pad_token_id).any())

@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .config import EncoderConfig
-from .mlm_head import MLMHead, add_into_grad, in_place_grad_applies
+from .mlm_head import MLMHead, add_into_grad
 
 if TYPE_CHECKING:
     from ..tokenizer import Tokenizer
@@ -148,7 +148,9 @@ class Embeddings(nn.Module):
         if position_ids is None:
             position_ids = xlmr_position_ids(input_ids, self.pad_token_id)
         weight = self.word_embeddings.weight
-        if self.grad_in_place and in_place_grad_applies(weight, weight):
+        # Unlike the head's product, a lookup runs in the weight's own dtype under autocast too
+        # (embedding is not an autocast op), so its fp32 gradient can go straight into .grad.
+        if self.grad_in_place and torch.is_grad_enabled() and weight.requires_grad:
             words = _LookupInPlaceGrad.apply(input_ids, weight, self.pad_token_id)
         else:
             words = self.word_embeddings(input_ids)
@@ -331,7 +333,8 @@ class Encoder(nn.Module):
         head) instead of through autograd's per-use dense V × d tensors (see mlm_head.py).
 
         For a plain single-process backward only: not under DDP, which hooks autograd's
-        accumulation; autocast falls back to the ordinary path by itself.
+        accumulation. Under autocast the lookup keeps the in-place path (it runs in fp32) and the
+        head, whose product runs in bf16, falls back to the ordinary one by itself.
         """
         self.embeddings.grad_in_place = self.lm_head.grad_in_place = enabled
 
