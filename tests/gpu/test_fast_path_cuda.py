@@ -1,5 +1,5 @@
 """On a GPU: the fast path (bf16 autocast, real tokens only, masked-only head, fused
-vocabulary cross-entropy, cuDNN-free attention) computes the plain path's losses and
+vocabulary cross-entropy, cuDNN-free attention, in-place word-embedding gradient) computes the plain path's losses and
 gradients (fp32, padded, plain cross-entropy) within bf16 tolerance. Skipped without CUDA;
 run on a GPU machine with ``pytest tests/gpu``."""
 
@@ -55,7 +55,8 @@ def test_joint_losses_and_gradients_match_the_plain_path(monkeypatch):
     batches = [b.to(device) for b in (data.mmlm[0], data.tlm[0], data.xlco[0])]
 
     def run(fast: bool):
-        model = joint_model.JointModel(encoder, contrast, skip_padding=fast)
+        # The fast path as the trainer runs it in one process: word-embedding gradient in place.
+        model = joint_model.JointModel(encoder, contrast, skip_padding=fast, grad_in_place=fast)
         model.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=fast):
             out = model(*batches)
