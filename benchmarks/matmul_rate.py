@@ -1,20 +1,13 @@
-"""How fast this machine multiplies matrices of the shapes a joint step uses: the ceiling of any
-implementation of the step, and the reference to read ``infoxlm bench`` figures against.
+"""How fast this machine multiplies matrices of the shapes a joint step uses: every product's
+rate, the ceiling of any implementation of the step.
 
-A joint step is mostly matrix products (on the 2-core CPU of BENCHMARKS.md, ~73 % of the
-demo-size step's time); no implementation of the same arithmetic can run faster than these
-products do. For a size of ``infoxlm bench`` this times, with the device synchronised:
+For a size of ``infoxlm bench``: a 2048² square product, the step's forward products
+(projections, the feed-forward pair, the vocabulary decoder at the masked tokens) and the two
+products each one's backward makes, fp32 on a CPU and bf16 on a GPU (the code and the list
+are in ``infoxlm/bench/matmul_rate.py``). ``infoxlm bench --peak-flops measure`` takes the
+best of these rates, measured around its timed steps, as a CPU's MFU denominator.
 
-- a large square product (the kernel's best case);
-- the step's forward products: tokens × d by d × d (attention projections), d × f and f × d
-  (feed-forward), and masked tokens × d by d × V (the tied vocabulary decoder);
-- for each, the two products its backward pass makes (input and weight gradient), with the
-  operand that autograd hands over transposed.
-
-The best rate is what to pass as ``infoxlm bench --peak-flops`` to get an MFU on a CPU (the
-GPU's datasheet peak is used by default there).
-
-    python benchmarks/matmul_rate.py --size demo              # fp32 on the CPU
+    python benchmarks/matmul_rate.py --size demo                # fp32 on the CPU
     python benchmarks/matmul_rate.py --size base --device cuda  # bf16 on a GPU
 """
 
@@ -22,63 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from typing import Sequence
 
 import torch
 
-from infoxlm.bench.sizes import bench_size
-from infoxlm.model.config import EncoderConfig
-
-
-def product_rate(
-    m: int, k: int, n: int, *, device: torch.device, dtype: torch.dtype, transposed: str = "", repeat: int
-) -> float:
-    """FLOP/s of (m × k) @ (k × n), the median of ``repeat`` products after two warm-ups.
-
-    ``transposed``: "left" or "right" makes that operand a transposed view of a contiguous
-    tensor, as autograd hands them to the backward products."""
-    def operand(rows: int, cols: int, stored_transposed: bool) -> torch.Tensor:
-        if stored_transposed:
-            return torch.randn(cols, rows, device=device, dtype=dtype).t()
-        return torch.randn(rows, cols, device=device, dtype=dtype)
-
-    left, right = operand(m, k, transposed == "left"), operand(k, n, transposed == "right")
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    seconds = []
-    for i in range(repeat + 2):
-        sync()
-        start = time.perf_counter()
-        torch.mm(left, right)
-        sync()
-        if i >= 2:
-            seconds.append(time.perf_counter() - start)
-    return 2.0 * m * k * n / statistics.median(seconds)
-
-
-def step_products(size_name: str, tokens: int) -> dict[str, tuple[int, int, int, str]]:
-    """(m, k, n, transposed operand) of a bench size's products, ``tokens`` rows at a time.
-
-    Each forward product X (tokens × k) · W (k × n) brings two in the backward pass: the input
-    gradient dY · Wᵀ (tokens × n · n × k) and the weight gradient Xᵀ · dY (k × tokens · tokens × n).
-    """
-    size = bench_size(size_name)
-    config = EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size)
-    d, f, V = config.hidden_size, config.intermediate_size, config.vocab_size
-    masked = max(1, tokens * 15 // 100)
-    forward = {
-        "projection": (tokens, d, d),
-        "feed-forward in": (tokens, d, f),
-        "feed-forward out": (tokens, f, d),
-        "vocabulary decoder": (masked, d, V),
-    }
-    products = {"square 2048": (2048, 2048, 2048, "")}
-    for name, (m, k, n) in forward.items():
-        products[f"{name}: forward"] = (m, k, n, "")
-        products[f"{name}: input gradient"] = (m, n, k, "right")
-        products[f"{name}: weight gradient"] = (k, m, n, "left")
-    return products
+from infoxlm.bench.matmul_rate import product_dtype, step_product_rates
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
@@ -93,12 +34,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is visible")
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    rates = {}
-    for name, (m, k, n, transposed) in step_products(args.size, args.tokens).items():
-        rates[f"{name} ({m} × {k} · {k} × {n})"] = product_rate(
-            m, k, n, device=device, dtype=dtype, transposed=transposed, repeat=args.repeat
-        )
+    dtype = product_dtype(device)
+    rates = step_product_rates(args.size, device, tokens=args.tokens, repeat=args.repeat)
     figures = {
         "size": args.size,
         "device": args.device,
@@ -113,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         print(f"{args.size} shapes, {args.tokens} tokens, {figures['dtype']} on {args.device} ({figures['threads']} threads):")
         for label, rate in rates.items():
             print(f"  {rate / 1e9:9.1f} GFLOP/s  {label}")
-        print(f"best: {figures['best_flops']:.3g} FLOP/s (pass as infoxlm bench --peak-flops for an MFU)")
+        print(f"best: {figures['best_flops']:.3g} FLOP/s (what infoxlm bench --peak-flops measure divides by)")
     return figures
 
 

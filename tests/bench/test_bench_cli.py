@@ -61,3 +61,21 @@ def test_bad_peak_flops_flag_before_anything_runs(capsys, peak):
     assert main(["bench", "--size", "test", "--device", "cpu", "--peak-flops", peak]) == 1
     err = capsys.readouterr().err
     assert f"--peak-flops {peak}: expected a positive FLOP/s rate" in err and "[bench]" not in err
+
+
+def test_peak_flops_measure_gives_a_cpu_its_mfu(capsys):
+    args = ["bench", "--size", "test", "--device", "cpu", "--steps", "1", "--warmup", "0", "--no-baseline"]
+    assert main([*args, "--json", "--peak-flops", "measure"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    before, after = r["measured_product_flops"]
+    assert r["peak_flops"] == max(before, after) > 0 and r["peak_flops_source"].startswith("measured")
+    assert r["mfu"] == pytest.approx(r["achieved_tflops"] * 1e12 / r["peak_flops"], rel=1e-9)  # one step: the median is that step
+    assert main([*args, "--peak-flops", "2e11"]) == 0
+    assert "MFU against 0.2 TFLOP/s (given)" in capsys.readouterr().out
+
+
+def test_peak_flops_that_is_neither_a_number_nor_measure(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--size", "test", "--peak-flops", "fast"])
+    assert exit_info.value.code == 2
+    assert "'fast': expected a FLOP/s rate such as 1.5e11, or 'measure'" in capsys.readouterr().err

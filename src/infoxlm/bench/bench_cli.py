@@ -18,11 +18,13 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
             "and optimizer step) and, on identical synthetic batches and identical initial weights,\n"
             "the same step written plainly with transformers' XLMRobertaForMaskedLM. Both sides\n"
             "must compute the same first-step losses (fp32) before anything is timed. Reports\n"
-            "tokens/s, the speed-up, step time by phase, peak memory and, on a GPU, MFU.\n\n"
+            "tokens/s, the speed-up, step time by phase, peak memory and, on a GPU, MFU (on a\n"
+            "CPU too with --peak-flops measure: against the CPU's own matrix-product rate).\n\n"
             "Sizes: test (seconds), demo (the demo's 4×256 model), base (XLM-R base, 250k\n"
             "vocabulary, 512-token blocks), large (XLM-R large).\n\n"
             "examples:\n"
             "  infoxlm bench --size demo --device cpu\n"
+            "  infoxlm bench --size demo --device cpu --peak-flops measure\n"
             "  infoxlm bench --size base --device cuda --json > base.json\n"
             "  infoxlm bench --size base --device cpu --batch 1,2,4 --steps 3 --warmup 1"
         ),
@@ -49,14 +51,25 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--fp32", action="store_true", help="on a GPU: no bf16 autocast (CPU runs are always fp32)")
     p.add_argument(
         "--peak-flops",
-        type=float,
+        type=peak_flops_option,
         default=None,
-        help="the device's peak FLOP/s for MFU (default: the datasheet bf16 peak of known GPUs; "
-        "on a CPU, none: pass the best rate of benchmarks/matmul_rate.py)",
+        help="the MFU denominator: a FLOP/s rate, or 'measure' for the best rate of the step's matrix "
+        "products on this device, timed around the steps (default: the datasheet bf16 peak of known "
+        "GPUs; no MFU on a CPU)",
     )
     p.add_argument("--rtol", type=float, default=1e-4, help="tolerance of the first-step loss check (default: 1e-4)")
     p.add_argument("--seed", type=int, default=0, help="weights and batches (default: 0)")
     p.set_defaults(func=run_bench_command)
+
+
+def peak_flops_option(text: str) -> float | str:
+    """--peak-flops: 'measure', or a FLOP/s rate such as 1.5e11 (checked positive by run_benchmark)."""
+    if text == "measure":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a FLOP/s rate such as 1.5e11, or 'measure'") from None
 
 
 def parse_batches(

@@ -35,6 +35,7 @@ from ..model.config import EncoderConfig
 from ..train.config import TrainConfig
 from .engine_step import EngineStep
 from .flops import ModelShape, StepFlops, joint_step_flops, mfu, peak_bf16_flops
+from .matmul_rate import step_product_rates
 from .sizes import Batches, BenchError, BenchSize, bench_size
 from .synthetic_batches import SyntheticSpec, synthetic_step
 from .timing import PHASES, PhaseTimer, peak_growth, process_peak_rss_bytes
@@ -142,13 +143,17 @@ def run_benchmark(
     batches: Batches | None = None,
     baseline: bool = True,
     bf16: bool = True,
-    peak_flops: float | None = None,
+    peak_flops: float | str | None = None,
     rtol: float = 1e-4,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
     _perturb_baseline: Callable | None = None,
 ) -> dict:
     """Run the benchmark and return its result as a JSON-ready dict (see bench_cli.py for the keys).
+
+    ``peak_flops``: the MFU denominator in FLOP/s; None for a known GPU's datasheet bf16 peak
+    (no MFU on a CPU); "measure" for the best rate of the size's matrix products on this
+    device (``matmul_rate.py``), timed before the warm-up and after the timed steps.
 
     ``_perturb_baseline`` (tests only) is called on the baseline before the loss check."""
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
@@ -163,8 +168,10 @@ def run_benchmark(
     warmup = spec_size.warmup[dev.type] if warmup is None else warmup
     if steps < 1 or warmup < 0:
         raise BenchError(f"--steps {steps} --warmup {warmup}: expected steps >= 1 and warmup >= 0")
-    if peak_flops is not None and not peak_flops > 0:
-        raise BenchError(f"--peak-flops {peak_flops:g}: expected a positive FLOP/s rate such as 1.5e11")
+    measure_peak = peak_flops == "measure"
+    if peak_flops is not None and not measure_peak and not peak_flops > 0:
+        raise BenchError(f"--peak-flops {peak_flops:g}: expected a positive FLOP/s rate such as 1.5e11, or 'measure'")
+    measured_peaks: list[float] = []
     use_bf16 = bf16 and dev.type == "cuda"
     spec = SyntheticSpec(
         spec_size.vocab_size, spec_size.block_size, spec_size.tlm_max_length, spec_size.xlco_max_length,
@@ -215,6 +222,12 @@ def run_benchmark(
             sync()
         return time.perf_counter() - started, outcome.tokens
 
+    def measure_product_rate() -> None:
+        log(f"[bench] timing this {dev.type}'s matrix products (--peak-flops measure) …")
+        measured_peaks.append(max(step_product_rates(size, dev).values()))
+
+    if measure_peak:
+        measure_product_rate()
     for i in range(warmup):
         log(f"[bench] warm-up step {i + 1}/{warmup}")
         for side in sides:
@@ -246,6 +259,9 @@ def run_benchmark(
                 timed[side.name]["phases"].append(dict(timer.seconds))
         log("[bench] phases timed in a synchronised pass")
 
+    if measure_peak:
+        measure_product_rate()
+
     memory = {}
     for side in sides:
         state = side.state_bytes()
@@ -253,8 +269,15 @@ def run_benchmark(
             one_step(side, warmup + steps + 3, PhaseTimer())
         memory[side.name] = None if growth["bytes"] is None else (state + max(0, growth["bytes"])) / MB
 
-    peak = peak_flops if peak_flops is not None else (peak_bf16_flops(torch.cuda.get_device_name(dev)) if dev.type == "cuda" else None)
-    summary = {name: _summarise(record, peak if dev.type == "cuda" or peak_flops else None) for name, record in timed.items()}
+    if measure_peak:
+        peak, peak_source = max(measured_peaks), "measured: best matrix-product rate before and after the timed steps"
+    elif peak_flops is not None:
+        peak, peak_source = float(peak_flops), "given"
+    elif dev.type == "cuda":
+        peak, peak_source = peak_bf16_flops(torch.cuda.get_device_name(dev)), "datasheet dense bf16 peak"
+    else:
+        peak, peak_source = None, None
+    summary = {name: _summarise(record, peak) for name, record in timed.items()}
     engine = summary["infoxlm"]
     base = summary.get("hf")
     result = {
@@ -293,6 +316,8 @@ def run_benchmark(
         "achieved_tflops": engine["achieved_tflops"],
         "baseline_achieved_tflops": base["achieved_tflops"] if base else None,
         "peak_flops": peak,
+        "peak_flops_source": peak_source if peak else None,
+        "measured_product_flops": measured_peaks or None,
         "mfu": engine["mfu"],
         "baseline_mfu": base["mfu"] if base else None,
         "loss_check": {"rtol": rtol, "losses": loss_check} if loss_check else None,

@@ -48,4 +48,6 @@ def format_report(r: dict) -> str:
         lines.append(f"\nfirst-step losses agree (rtol {check['rtol']:g}), infoxlm / baseline: {losses}")
     if r["mfu"] is None and r["device"].startswith("cuda"):
         lines.append("MFU: unknown GPU peak; pass --peak-flops")
+    elif r["peak_flops"]:
+        lines.append(f"MFU against {r['peak_flops'] / 1e12:.3g} TFLOP/s ({r['peak_flops_source']})")
     return "\n".join(lines)
