@@ -81,13 +81,15 @@ def write_model(directory: Path, preset: str, seed: int = 0) -> Tokenizer:
     return tokenizer
 
 
-def infoxlm_runner(directory: Path, sentences: list[str], layer: int, batch_size: int) -> Callable[[], np.ndarray]:
+def infoxlm_embedder(directory: Path, sentences: list[str], batch_size: int) -> Callable[[int], np.ndarray]:
+    """Loads the model once; the returned function embeds ``sentences`` at a layer."""
     encoder = Encoder.from_pretrained(directory)
     tokenizer = Tokenizer.from_pretrained(directory)
-    return lambda: embed_layers(encoder, tokenizer, sentences, [layer], batch_size=batch_size)[layer]
+    return lambda layer: embed_layers(encoder, tokenizer, sentences, [layer], batch_size=batch_size)[layer]
 
 
-def baseline_runner(directory: Path, sentences: list[str], layer: int, batch_size: int) -> Callable[[], np.ndarray]:
+def baseline_embedder(directory: Path, sentences: list[str], batch_size: int) -> Callable[[int], np.ndarray]:
+    """The same with transformers, loaded once: input order, every layer run, mean pooling."""
     import transformers
 
     transformers.logging.set_verbosity_error()
@@ -96,7 +98,7 @@ def baseline_runner(directory: Path, sentences: list[str], layer: int, batch_siz
     model = transformers.AutoModel.from_pretrained(directory).eval()
 
     @torch.no_grad()
-    def run() -> np.ndarray:
+    def embed(layer: int) -> np.ndarray:
         vectors = []
         for start in range(0, len(sentences), batch_size):
             batch = tokenizer(
@@ -106,7 +108,7 @@ def baseline_runner(directory: Path, sentences: list[str], layer: int, batch_siz
             vectors.append(pool(hidden, batch["attention_mask"], "mean").numpy())
         return np.concatenate(vectors)
 
-    return run
+    return embed
 
 
 def timed(run: Callable[[], np.ndarray]) -> float:
@@ -116,15 +118,13 @@ def timed(run: Callable[[], np.ndarray]) -> float:
 
 
 def measure_layer(
-    directory: Path, sentences: list[str], tokens: int, layer: int, batch_size: int, repeat: int, baseline: bool
+    sides: dict[str, Callable[[int], np.ndarray]], layer: int, sentences: int, tokens: int, repeat: int
 ) -> dict:
-    """Time both sides at one layer (alternating, ``repeat`` runs each) after a warm-up run of
-    each whose embeddings must agree."""
-    sides = {"infoxlm": infoxlm_runner(directory, sentences, layer, batch_size)}
-    if baseline:
-        sides["baseline"] = baseline_runner(directory, sentences, layer, batch_size)
-    vectors = {name: run() for name, run in sides.items()}
+    """Time each side (``infoxlm``, optionally ``baseline``) at one layer, alternating, ``repeat``
+    runs each, after a warm-up run of each whose embeddings must agree."""
+    vectors = {name: embed(layer) for name, embed in sides.items()}
     entry: dict = {"layer": layer}
+    baseline = "baseline" in sides
     if baseline:
         difference = float(np.abs(vectors["infoxlm"] - vectors["baseline"]).max())
         if not difference < AGREEMENT:
@@ -135,15 +135,15 @@ def measure_layer(
         entry["max_abs_difference"] = difference
     walls: dict[str, list[float]] = {name: [] for name in sides}
     for _ in range(repeat):
-        for name, run in sides.items():
-            walls[name].append(timed(run))
+        for name, embed in sides.items():
+            walls[name].append(timed(lambda: embed(layer)))
     for name, measured in walls.items():
         best, median = min(measured), statistics.median(measured)
         entry[name] = {
             "wall_seconds": measured,
-            "sentences_per_s": len(sentences) / best,
+            "sentences_per_s": sentences / best,
             "tokens_per_s": tokens / best,
-            "median_sentences_per_s": len(sentences) / median,
+            "median_sentences_per_s": sentences / median,
         }
     if baseline:
         entry["speedup"] = min(walls["baseline"]) / min(walls["infoxlm"])
@@ -189,10 +189,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
         directory = Path(tmp)
         tokenizer = write_model(directory, args.encoder)
         tokens = sum(len(ids) for ids in tokenizer.encode_batch(sentences))
-        results = [
-            measure_layer(directory, sentences, tokens, layer, args.batch_size, args.repeat, not args.no_baseline)
-            for layer in layers
-        ]
+        sides = {"infoxlm": infoxlm_embedder(directory, sentences, args.batch_size)}
+        if not args.no_baseline:
+            sides["baseline"] = baseline_embedder(directory, sentences, args.batch_size)
+        results = [measure_layer(sides, layer, len(sentences), tokens, args.repeat) for layer in layers]
 
     figures = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

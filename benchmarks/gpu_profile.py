@@ -38,7 +38,7 @@ from infoxlm.bench.flops import ModelShape, peak_bf16_flops
 from infoxlm.bench.joint_step import data_flops, fill_queue, train_config
 from infoxlm.bench.sizes import Batches, bench_size
 from infoxlm.bench.synthetic_batches import SyntheticSpec, step_tokens, synthetic_step
-from infoxlm.bench.timing import PhaseTimer
+from infoxlm.bench.timing import PhaseTimer, device_sync
 from infoxlm.data.pipeline import StepData
 from infoxlm.model.config import EncoderConfig
 
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_profile.py: --device {args.device}, but CUDA is not available here (torch {torch.__version__}); "
               "use --device cpu for a smoke test", file=sys.stderr)
         return 1
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    sync = device_sync(device)
     engine, data, shape, batches = build(args, device)
 
     started = time.perf_counter()

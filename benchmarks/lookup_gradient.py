@@ -22,7 +22,7 @@ from typing import Sequence
 
 import torch
 
-from infoxlm.bench.timing import peak_growth
+from infoxlm.bench.timing import device_sync, peak_growth
 from infoxlm.model.config import EncoderConfig
 from infoxlm.model.encoder import Embeddings
 
@@ -40,7 +40,7 @@ def accumulate(
     """Seconds and peak memory growth (bytes, the new .grad included) of the lookups' forward
     + backward from no gradient; the summed gradient."""
     device = batches[0].device
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync = device_sync(device)
     embeddings.grad_in_place = in_place
     embeddings.zero_grad(set_to_none=True)
     with peak_growth(device) as memory:

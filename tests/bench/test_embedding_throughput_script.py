@@ -44,8 +44,8 @@ def test_both_sides_agree_and_are_timed(script, transformers, capsys):
 
 
 def test_a_baseline_that_disagrees_stops_the_run(script, transformers, monkeypatch):
-    real = script.baseline_runner
-    monkeypatch.setattr(script, "baseline_runner", lambda *a: (lambda run=real(*a): run() + np.float32(0.01)))
+    real = script.baseline_embedder
+    monkeypatch.setattr(script, "baseline_embedder", lambda *a: (lambda layer, embed=real(*a): embed(layer) + np.float32(0.01)))
     with pytest.raises(SystemExit, match="differ by 0.01"):
         script.main(["--encoder", "tiny", "--sentences", "8", "--repeat", "1", "--layers", "1"])
 

@@ -38,7 +38,7 @@ from .flops import ModelShape, StepFlops, joint_step_flops, mfu, peak_bf16_flops
 from .matmul_rate import step_product_rates
 from .sizes import Batches, BenchError, BenchSize, bench_size
 from .synthetic_batches import SyntheticSpec, synthetic_step
-from .timing import PHASES, PhaseTimer, peak_growth, process_peak_rss_bytes
+from .timing import PHASES, PhaseTimer, device_sync, peak_growth, process_peak_rss_bytes
 
 MB = 1024 * 1024
 
@@ -184,7 +184,7 @@ def run_benchmark(
     shape = ModelShape(
         encoder_config.hidden_size, encoder_config.intermediate_size, encoder_config.num_hidden_layers, encoder_config.vocab_size
     )
-    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else None
+    sync = device_sync(dev)
     cache: dict[int, StepData] = {}
 
     def data_for(side_name: str) -> Callable[[int], StepData]:
@@ -214,12 +214,10 @@ def run_benchmark(
         log("[bench] losses agree: " + ", ".join(f"{k} {v[0]:.5f}" for k, v in loss_check.items()))
 
     def one_step(side, index: int, timer: PhaseTimer) -> tuple[float, int]:
-        if sync:
-            sync()
+        sync()
         started = time.perf_counter()
         outcome = side.step(data_for(side.name), index, timer)
-        if sync:
-            sync()
+        sync()
         return time.perf_counter() - started, outcome.tokens
 
     def measure_product_rate() -> None:

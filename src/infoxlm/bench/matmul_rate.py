@@ -23,6 +23,7 @@ import torch
 
 from ..model.config import EncoderConfig
 from .sizes import bench_size
+from .timing import device_sync
 
 SQUARE = 2048
 
@@ -41,7 +42,7 @@ def product_rate(
         return torch.randn(rows, cols, device=device, dtype=dtype)
 
     left, right = operand(m, k, transposed == "left"), operand(k, n, transposed == "right")
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync = device_sync(device)
     seconds = []
     for i in range(repeat + 2):
         sync()

@@ -29,6 +29,13 @@ import torch
 PHASES = ("data", "forward", "backward", "optimizer", "ema", "queue")
 
 
+def device_sync(device: torch.device) -> Callable[[], None]:
+    """A function that waits for ``device``'s queued work: the GPU's synchronize, a no-op on a CPU."""
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
 class PhaseTimer:
     """Accumulates wall seconds per phase; ``sync`` (e.g. torch.cuda.synchronize) at each boundary."""
 
