@@ -162,11 +162,14 @@ def time_tokenizer_load(tokenizer_dir: Path) -> float:
 def time_cli(tokenizer_dir: Path, text_path: Path, store: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "infoxlm.data.prepare_cli", "mono", "--lang", "en", "--input", str(text_path),
+        [sys.executable, "-m", "infoxlm", "prepare", "mono", "--lang", "en", "--input", str(text_path),
          "--tokenizer", str(tokenizer_dir), "--output", str(store), "--force", "--no-progress"],
         check=True, capture_output=True,
     )  # fmt: skip
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    if not (store / "store.json").is_file():  # a command that did nothing must not pass for a fast one
+        raise SystemExit(f"the prepare command wrote no store at {store}")
+    return seconds
 
 
 MEASURES = {
