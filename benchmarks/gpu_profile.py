@@ -13,7 +13,11 @@ runs warm-up steps, then
    ``--summary``, the top kernels and the top host events by their own CPU time.
 
 Variants: ``--batch`` / ``--max-tokens`` (global batch and micro-batch budget), ``--fp32``
-(no autocast), ``--compile`` (``torch.compile`` of every encoder layer, dynamic shapes).
+(no autocast), ``--compile`` (``torch.compile`` of every encoder layer, dynamic shapes),
+``--fp32-residual`` (LayerNorm outputs in fp32 under autocast, as plain autocast leaves
+them), ``--padded-attention`` (SDPA over the padded layout instead of ``varlen_attn`` over
+packed tokens), ``--unpadded-vocab`` (the head's product over V = 250,002 columns as they
+are, not padded to a multiple of 64).
 
     python benchmarks/gpu_profile.py --size base                        # profile, bf16 autocast
     python benchmarks/gpu_profile.py --size base --timed 6 --no-profile
@@ -47,9 +51,11 @@ GROUPS = (
     ("attention", ("flash", "fmha", "attention", "efficient")),
     ("matmul", ("gemm", "cutlass", "sm90_xmma", "nvjet", "cublas", "matmul", "wgmma")),
     ("optimizer", ("adam", "multi_tensor", "foreach")),
+    # Before copies: the fused cross-entropy's Triton kernels are named after every op they
+    # fused, "_to_copy" among them.
+    ("softmax / loss", ("softmax", "nll", "log_softmax", "cross_entropy")),
     ("copy / cast", ("copy", "cast", "memcpy", "fill")),
     ("index / scatter", ("index", "scatter", "gather", "nonzero")),
-    ("softmax / loss", ("softmax", "nll", "log_softmax", "cross_entropy")),
     ("norm", ("layer_norm", "layernorm")),
 )
 
@@ -74,6 +80,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=30, help="rows of the kernel and host tables (default: 30)")
     parser.add_argument("--fp32", action="store_true", help="no bf16 autocast")
     parser.add_argument("--compile", action="store_true", help="torch.compile every encoder layer (dynamic shapes)")
+    parser.add_argument("--fp32-residual", action="store_true", help="LayerNorm outputs in fp32 under autocast")
+    parser.add_argument("--padded-attention", action="store_true", help="no varlen_attn: SDPA over the padded layout")
+    parser.add_argument("--unpadded-vocab", action="store_true", help="the head's product over V as it is, not padded")
     parser.add_argument("--no-profile", action="store_true", help="only the timed steps")
     parser.add_argument("--summary", action="store_true", help="of the profile, only the wall / busy line and the groups")
     return parser.parse_args(argv)
@@ -90,12 +99,21 @@ def build(args: argparse.Namespace, device: torch.device) -> tuple[EngineStep, l
                        encoder_config.num_hidden_layers, encoder_config.vocab_size)
     engine = EngineStep(encoder_config, train_config(size, device, not args.fp32), device)
     fill_queue(engine, spec, 0)
-    if args.compile:
-        for encoder in (engine.encoder, engine.contrast.key_encoder):
+    engine.model.pad_vocabulary = not args.unpadded_vocab
+    for encoder in (engine.encoder, engine.contrast.key_encoder):
+        encoder.set_low_precision_residual(not args.fp32_residual)
+        encoder.set_varlen_attention(not args.padded_attention)
+        if args.compile:
             for layer in encoder.encoder.layer:
                 layer.compile(dynamic=True)
     data = [synthetic_step(spec, i) for i in range(args.warmup + args.timed + args.steps)]
     return engine, data, shape, batches
+
+
+def variant_label(args: argparse.Namespace) -> str:
+    """The TIMED line's note of the variants asked for ('' for the default step)."""
+    names = ("compile", "fp32_residual", "padded_attention", "unpadded_vocab")
+    return "".join(f" {name.replace('_', '-')}" for name in names if getattr(args, name))
 
 
 def run_steps(engine: EngineStep, data: list[StepData], indices: range, sync) -> list[float]:
@@ -117,7 +135,7 @@ def report_timed(args, engine: EngineStep, data: list[StepData], seconds: list[f
     flops = statistics.median(data_flops(d, shape, size.contrast_layer, size.queue_size).total for d in timed)
     tokens = statistics.median(step_tokens(d) for d in timed)
     line = (f"TIMED size {args.size} batches {batches.mmlm},{batches.tlm},{batches.xlco} max_tokens {batches.max_tokens}"
-            f"{' compiled' if args.compile else ''}: step {step * 1e3:.1f} ms (min {min(seconds) * 1e3:.1f}), "
+            f"{variant_label(args)}: step {step * 1e3:.1f} ms (min {min(seconds) * 1e3:.1f}), "
             f"{tokens / step:,.0f} tokens/s")
     if engine.device.type == "cuda":
         peak = peak_bf16_flops(torch.cuda.get_device_name(engine.device))

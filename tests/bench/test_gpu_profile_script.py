@@ -37,6 +37,8 @@ def test_kernel_groups():
     assert script.group_of("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") == "attention"
     assert script.group_of("vectorized_elementwise_kernel<bfloat16_copy_kernel_cuda>") == "copy / cast"
     assert script.group_of("cunn_SoftMaxForward<LogSoftMaxForwardEpilogue>") == "softmax / loss"
+    fused_loss = "triton_red_fused__log_softmax__to_copy_nll_loss_forward_prepare_softmax_online_sub_0"
+    assert script.group_of(fused_loss) == "softmax / loss"
     assert script.group_of("vectorized_elementwise_kernel<CUDAFunctor_add<float>>") == "other elementwise / reduce"
 
 
@@ -44,3 +46,19 @@ def test_kernel_groups():
 def test_without_cuda_it_says_so(capsys):
     assert _load().main(["--size", "test"]) == 1
     assert "CUDA is not available here" in capsys.readouterr().err
+
+
+def test_variants_reach_both_encoders_and_the_timed_line(capsys):
+    script = _load()
+    argv = ["--size", "test", "--device", "cpu", "--warmup", "0", "--timed", "1", "--no-profile"]
+    args = script.parse_args(argv + ["--fp32-residual", "--padded-attention", "--unpadded-vocab"])
+    engine, *_ = script.build(args, torch.device("cpu"))
+    assert not engine.model.pad_vocabulary
+    for encoder in (engine.encoder, engine.contrast.key_encoder):
+        assert not any(getattr(m, "keep_autocast_dtype", False) for m in encoder.modules())
+        assert not any(layer.varlen_attention for layer in encoder.encoder.layer)
+    engine, *_ = script.build(script.parse_args(argv), torch.device("cpu"))  # the defaults: both on
+    assert all(layer.varlen_attention for layer in engine.encoder.encoder.layer)
+    assert engine.encoder.embeddings.LayerNorm.keep_autocast_dtype and engine.model.pad_vocabulary
+    assert script.main(argv + ["--padded-attention"]) == 0
+    assert "max_tokens 256 padded-attention: step" in capsys.readouterr().out

@@ -1,4 +1,5 @@
-"""On a GPU: the fast path (bf16 autocast, real tokens only, masked-only head, fused
+"""On a GPU: the fast path (bf16 autocast with a bf16 residual stream, real tokens only with
+variable-length attention, masked-only head with the vocabulary padded to a multiple of 64, fused
 vocabulary cross-entropy, cuDNN-free attention, in-place word-embedding gradient) computes the plain path's losses and
 gradients (fp32, padded, plain cross-entropy) within bf16 tolerance. Skipped without CUDA;
 run on a GPU machine with ``pytest tests/gpu``."""
@@ -33,6 +34,32 @@ def test_fused_cross_entropy_matches_plain_fp32():
         assert _relative(g_fused, g_plain) < 1e-2  # the gradient is stored in bf16
 
 
+def test_fused_cross_entropy_over_a_padded_vocabulary():
+    """The head's padded product (−inf columns beyond V) through the fused kernels gives the
+    unpadded loss and gradients, computed plainly in float64."""
+    from infoxlm.model.mlm_head import padded_vocab_logits
+    from infoxlm.objectives.vocab_loss import plain_token_cross_entropy, token_cross_entropy
+
+    torch.manual_seed(0)
+    n, d, vocab = 777, 64, 50_001  # 50,001 → 50,048 columns
+    x = torch.randn(n, d, device="cuda", requires_grad=True)
+    weight = (0.2 * torch.randn(vocab, d, device="cuda")).requires_grad_()
+    bias = torch.randn(vocab, device="cuda", requires_grad=True)
+    targets = torch.randint(0, vocab, (n,), device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = padded_vocab_logits(x, weight, bias, 64)
+        assert logits.shape == (n, 50_048) and logits.dtype == torch.bfloat16
+        fused = token_cross_entropy(logits, targets, fused=True)
+    fused_grads = torch.autograd.grad(fused.sum(), (x, weight, bias))
+    exact = [t.detach().double().requires_grad_() for t in (x, weight, bias)]
+    plain = plain_token_cross_entropy(torch.nn.functional.linear(*exact), targets)
+    plain_grads = torch.autograd.grad(plain.sum(), exact)
+    assert torch.isfinite(fused).all()
+    assert _relative(fused, plain) < 1e-2
+    for got, want in zip(fused_grads, plain_grads):
+        assert got.shape == want.shape and _relative(got, want) < 3e-2
+
+
 def test_joint_losses_and_gradients_match_the_plain_path(monkeypatch):
     import infoxlm.train.joint_model as joint_model
     from infoxlm.bench.joint_step import train_config
@@ -56,7 +83,7 @@ def test_joint_losses_and_gradients_match_the_plain_path(monkeypatch):
 
     def run(fast: bool):
         # The fast path as the trainer runs it in one process: word-embedding gradient in place.
-        model = joint_model.JointModel(encoder, contrast, skip_padding=fast, grad_in_place=fast)
+        model = joint_model.JointModel(encoder, contrast, skip_padding=fast, grad_in_place=fast, pad_vocabulary=fast)
         model.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=fast):
             out = model(*batches)
@@ -85,3 +112,33 @@ def test_joint_losses_and_gradients_match_the_plain_path(monkeypatch):
     # backward, more for tensors whose true gradient is nearly zero.
     assert every < 3e-2, worst
     assert worst[0][1] < 0.25, worst
+
+
+def test_packed_varlen_attention_matches_padded_sdpa():
+    from infoxlm.model.config import EncoderConfig
+    from infoxlm.model.encoder import Encoder, varlen_attention_applies, varlen_attn
+
+    assert varlen_attn is not None, f"torch {torch.__version__} has no torch.nn.attention.varlen"
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig.preset("tiny", vocab_size=1000)).cuda()
+    encoder.set_dropout(0.0)
+    encoder.skip_padding = True
+    lengths = [37, 5, 64, 20]
+    ids = torch.ones(len(lengths), max(lengths), dtype=torch.long, device="cuda")
+    for row, n in enumerate(lengths):
+        ids[row, :n] = torch.randint(4, 1000, (n,), device="cuda")
+    mask = ids.ne(1)
+    weights = torch.randn(*ids.shape, 64, device="cuda")
+
+    def run(varlen: bool):
+        encoder.set_varlen_attention(varlen)
+        encoder.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert varlen_attention_applies(torch.zeros(1, device="cuda"), 0.0)
+            hidden = encoder(ids, mask).last_hidden_state.float()  # (B, T, d)
+        (hidden[mask] * weights[mask]).sum().backward()
+        return hidden[mask].detach(), encoder.encoder.layer[0].attention.self.query.weight.grad.clone()
+
+    (h_varlen, g_varlen), (h_padded, g_padded) = run(True), run(False)
+    assert _relative(h_varlen, h_padded) < 1e-2
+    assert _relative(g_varlen, g_padded) < 3e-2

@@ -78,9 +78,14 @@ def test_runs_under_bf16_autocast(mixed_batch):
         exact = enc(ids, mask).last_hidden_state
         with torch.autocast("cpu", dtype=torch.bfloat16):
             low = enc(ids, mask).last_hidden_state
-    # Autocast keeps LayerNorm outputs in fp32; the matmuls ran in bf16, hence a small difference.
-    diff = (low.float() - exact)[mask.bool()].abs().max()
-    assert 0 < diff < 0.1
+            enc.set_low_precision_residual(False)
+            fp32_residual = enc(ids, mask).last_hidden_state
+    # The residual stream (LayerNorm outputs) stays in bf16 unless asked for fp32 as plain
+    # autocast keeps it; the matmuls ran in bf16 either way, hence a small difference.
+    assert low.dtype == torch.bfloat16 and fp32_residual.dtype == torch.float32
+    for out in (low, fp32_residual):
+        diff = (out.float() - exact)[mask.bool()].abs().max()
+        assert 0 < diff < 0.1
 
 
 def test_gradients_reach_every_trained_parameter(mixed_batch):
@@ -93,6 +98,52 @@ def test_gradients_reach_every_trained_parameter(mixed_batch):
     torch.nn.functional.cross_entropy(logits, ids[masked]).backward()
     no_grad = [n for n, p in enc.named_parameters() if p.grad is None and not n.startswith("pooler.")]
     assert no_grad == []
+
+
+def test_packed_attention_matches_the_padded_layout(mixed_batch, monkeypatch):
+    """The variable-length path (CUDA only) is plumbed right: with a reference kernel in its
+    place, packed real tokens give what the padded layout with a mask gives."""
+    import infoxlm.model.encoder as encoder_module
+
+    def reference_varlen(q, k, v, cu_q, cu_k, max_q, max_k):  # (n, h, d/h) each, one sequence at a time
+        assert cu_q is cu_k and max_q == max_k and cu_q.dtype == torch.int32
+        assert int((cu_q[1:] - cu_q[:-1]).max()) <= max_q
+        out = torch.empty_like(q)
+        for start, end in zip(cu_q[:-1].tolist(), cu_q[1:].tolist()):
+            seq = [t[start:end].transpose(0, 1) for t in (q, k, v)]  # (h, length, d/h)
+            out[start:end] = torch.nn.functional.scaled_dot_product_attention(*seq).transpose(0, 1)
+        return out
+
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
+    enc.set_dropout(0.0)  # training mode (gradients below), the same outputs every run
+    ids, mask = mixed_batch
+    enc.skip_padding = True
+    padded = enc(ids, mask).hidden_states
+    monkeypatch.setattr(encoder_module, "varlen_attn", reference_varlen)
+    monkeypatch.setattr(encoder_module, "varlen_attention_applies", lambda x, p: True)
+    packed = enc(ids, mask).hidden_states
+    real = mask.bool()
+    for k, (a, b) in enumerate(zip(padded, packed)):
+        assert (a - b)[real].abs().max() <= TOL, f"hidden_states[{k}]"
+    # Gradients too: the packed path trains the projections as the padded one does.
+    weights = torch.randn(padded[-1].shape)
+    query = enc.encoder.layer[0].attention.self.query.weight
+    grads = [torch.autograd.grad((h[real] * weights[real]).sum(), query)[0] for h in (padded[-1], packed[-1])]
+    assert grads[1].abs().sum() > 0 and (grads[0] - grads[1]).abs().max() <= TOL
+    enc.set_varlen_attention(False)  # switched off, the padded layout again
+    assert torch.equal(enc(ids, mask).hidden_states[-1], padded[-1])
+
+
+def test_varlen_attention_needs_a_gpu_low_precision_and_no_dropout():
+    from infoxlm.model.encoder import varlen_attention_applies
+
+    assert not varlen_attention_applies(torch.zeros(4, 8, dtype=torch.bfloat16), 0.0)  # a CPU tensor
+    if torch.cuda.is_available():
+        x = torch.zeros(4, 8, device="cuda")
+        assert not varlen_attention_applies(x, 0.0)  # fp32, no autocast
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert not varlen_attention_applies(x, 0.1)  # the kernel has no dropout
 
 
 @pytest.mark.parametrize("size", ["base", "large"])

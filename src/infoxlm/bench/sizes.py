@@ -10,7 +10,8 @@ Default batches (examples per optimizer step for MMLM, TLM, XLCO) are small on a
 that a ``base`` step takes seconds, and on a GPU a global batch of 256 examples per
 objective (an eighth of the paper's 2,048: the benchmark has to fit in minutes), accumulated
 over micro-batches. Each side cuts that global batch to fit its own memory: infoxlm's
-micro-batches hold 32,768 padded tokens; the baseline computes vocabulary logits at every
+micro-batches hold 32,768 padded tokens at base (16,384 at large, beside the baseline on
+one card); the baseline computes vocabulary logits at every
 position, so its 8,192-token micro-batches already hold 8192 × 250,002 logits (4 GB in
 bf16, plus its fp32 softmax and gradient). Both sides see the same examples, masks and
 global batch; the loss check runs each side on its own cut of the first step.
@@ -95,9 +96,10 @@ SIZES: dict[str, BenchSize] = {
     ),
     "large": BenchSize(
         "large", "large", 250_002, 512, 512, 256, {"layer": 12, "queue_size": 131_072, "momentum": 0.999},
-        # Both sides live on one card: at large, 8,192-token micro-batches each (measured
-        # on an 80 GB H100: infoxlm at 32,768 beside the baseline ran out of memory).
-        cpu=Batches(1, 1, 2, 1024), cuda=Batches(256, 256, 256, 8192),
+        # Both sides live on one card (measured on an 80 GB H100, 2026-11-23): infoxlm's
+        # 16,384-token micro-batches (34 GB at peak) fit beside the baseline's 8,192 (60 GB);
+        # 32,768 beside it, or the baseline at 16,384, ran out of memory.
+        cpu=Batches(1, 1, 2, 1024), cuda=Batches(256, 256, 256, 16384, baseline_max_tokens=8192),
         steps={"cpu": 2, "cuda": 5}, warmup={"cpu": 1, "cuda": 2},
     ),
 }

@@ -30,7 +30,13 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .config import EncoderConfig
+from .layer_norm import LayerNorm
 from .mlm_head import MLMHead, add_into_grad
+
+try:  # flash attention over packed sequences of different lengths (torch ≥ 2.9)
+    from torch.nn.attention.varlen import varlen_attn
+except ImportError:  # pragma: no cover - older torch: the padded SDPA path only
+    varlen_attn = None
 
 if TYPE_CHECKING:
     from ..tokenizer import Tokenizer
@@ -76,11 +82,16 @@ class Packing:
     rows: torch.Tensor  # (n,) long, ascending: flat indices of the real tokens
     batch: int
     length: int
+    # (B + 1,) int32: where each sequence starts among the n packed tokens, then n; the
+    # layout of variable-length attention kernels (sequence b is rows cu[b] … cu[b+1] − 1).
+    cu_seqlens: torch.Tensor
 
     @classmethod
     def of(cls, attention_mask: torch.Tensor) -> "Packing":
         B, T = attention_mask.shape
-        return cls(attention_mask.reshape(-1).nonzero().squeeze(1), B, T)
+        lengths = attention_mask.sum(1, dtype=torch.int32)  # (B,)
+        cu_seqlens = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
+        return cls(attention_mask.reshape(-1).nonzero().squeeze(1), B, T, cu_seqlens)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) → (n, ...): the real tokens, in row-major order."""
@@ -139,7 +150,7 @@ class Embeddings(nn.Module):
             config.max_position_embeddings, d, padding_idx=config.pad_token_id
         )
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, d)
-        self.LayerNorm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.LayerNorm = LayerNorm(d, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.grad_in_place = False  # see mlm_head.py; set by Encoder.set_word_grad_in_place
 
@@ -172,8 +183,25 @@ class Embeddings(nn.Module):
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
+def varlen_attention_applies(x: torch.Tensor, dropout_p: float) -> bool:
+    """Whether packed tokens x (n, d) can go through ``varlen_attn`` (flash attention over
+    sequences of different lengths): a CUDA GPU of compute capability ≥ 8.0, projections in
+    bf16 or fp16 (autocast or low-precision weights), and no attention dropout (the kernel has
+    none)."""
+    if varlen_attn is None or x.device.type != "cuda" or dropout_p > 0:
+        return False
+    low = (torch.bfloat16, torch.float16)
+    in_low_precision = x.dtype in low or (torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") in low)
+    return in_low_precision and torch.cuda.get_device_capability(x.device)[0] >= 8
+
+
 class TransformerLayer(nn.Module):
-    """One post-LayerNorm block: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+    """One post-LayerNorm block: x = LN(x + Attn(x)); x = LN(x + FFN(x)).
+
+    With a packing (real tokens only), attention runs on the packed tokens themselves where
+    ``varlen_attention_applies`` (no padding anywhere in the layer); elsewhere the
+    projections are scattered back into the padded (B, h, T, d/h) layout for SDPA with a mask.
+    """
 
     def __init__(self, config: EncoderConfig):
         super().__init__()
@@ -184,16 +212,41 @@ class TransformerLayer(nn.Module):
         self.attention = nn.ModuleDict(
             {
                 "self": nn.ModuleDict({"query": nn.Linear(d, d), "key": nn.Linear(d, d), "value": nn.Linear(d, d)}),
-                "output": nn.ModuleDict({"dense": nn.Linear(d, d), "LayerNorm": nn.LayerNorm(d, eps=eps)}),
+                "output": nn.ModuleDict({"dense": nn.Linear(d, d), "LayerNorm": LayerNorm(d, eps=eps)}),
             }
         )
         self.intermediate = nn.ModuleDict({"dense": nn.Linear(d, ff)})
-        self.output = nn.ModuleDict({"dense": nn.Linear(ff, d), "LayerNorm": nn.LayerNorm(d, eps=eps)})
+        self.output = nn.ModuleDict({"dense": nn.Linear(ff, d), "LayerNorm": LayerNorm(d, eps=eps)})
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.varlen_attention = True  # see the class docstring; Encoder.set_varlen_attention
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, packing: Packing | None = None) -> torch.Tensor:
         # x (B, T, d), or (n, d) the real tokens only when packing is given; attn_mask
         # (B, 1, 1, T) bool, True = may attend, or None for no padding.
+        dropout_p = self.attention_dropout if self.training else 0.0
+        if packing is not None and self.varlen_attention and varlen_attention_applies(x, dropout_p):
+            context = self._packed_attention(x, packing)
+        else:
+            context = self._padded_attention(x, attn_mask, packing, dropout_p)
+        out = self.attention.output
+        x = out.LayerNorm(x + self.dropout(out.dense(context)))
+        ffn = self.output.dense(F.gelu(self.intermediate.dense(x)))
+        return self.output.LayerNorm(x + self.dropout(ffn))
+
+    def _packed_attention(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
+        """Attention within each sequence of the packed tokens x (n, d) → context (n, d)."""
+        n, d = x.shape
+        qkv = self.attention.self
+        q, k, v = (proj(x).view(n, self.num_heads, d // self.num_heads) for proj in (qkv.query, qkv.key, qkv.value))
+        # The padded length bounds every sequence's length; as the kernel's maximum it only
+        # sizes its launch grid, and reading it needs no device synchronisation.
+        cu, longest = packing.cu_seqlens, packing.length
+        return varlen_attn(q, k, v, cu, cu, longest, longest).reshape(n, d)
+
+    def _padded_attention(
+        self, x: torch.Tensor, attn_mask: torch.Tensor | None, packing: Packing | None, dropout_p: float
+    ) -> torch.Tensor:
+        """SDPA over the padded (B, h, T, d/h) layout → context (B, T, d), or (n, d) packed again."""
         B, T, d = (packing.batch, packing.length, x.shape[-1]) if packing is not None else x.shape
         h = self.num_heads
         qkv = self.attention.self
@@ -204,19 +257,10 @@ class TransformerLayer(nn.Module):
 
         with sdpa_kernel(ATTENTION_BACKENDS):
             context = F.scaled_dot_product_attention(
-                heads(qkv.query),
-                heads(qkv.key),
-                heads(qkv.value),
-                attn_mask=attn_mask,
-                dropout_p=self.attention_dropout if self.training else 0.0,
+                heads(qkv.query), heads(qkv.key), heads(qkv.value), attn_mask=attn_mask, dropout_p=dropout_p
             )  # (B, h, T, d/h)
         context = context.transpose(1, 2).reshape(B, T, d)
-        if packing is not None:
-            context = packing.pack(context)  # (n, d)
-        out = self.attention.output
-        x = out.LayerNorm(x + self.dropout(out.dense(context)))
-        ffn = self.output.dense(F.gelu(self.intermediate.dense(x)))
-        return self.output.LayerNorm(x + self.dropout(ffn))
+        return context if packing is None else packing.pack(context)  # (n, d)
 
 
 class LayerStack(nn.Module):
@@ -337,6 +381,19 @@ class Encoder(nn.Module):
         head, whose product runs in bf16, falls back to the ordinary one by itself.
         """
         self.embeddings.grad_in_place = self.lm_head.grad_in_place = enabled
+
+    def set_low_precision_residual(self, enabled: bool) -> None:
+        """Under autocast, keep LayerNorm outputs — the residual stream — in the autocast dtype
+        (default) or, with False, in fp32 as plain autocast does (see layer_norm.py)."""
+        for module in self.modules():
+            if isinstance(module, LayerNorm):
+                module.keep_autocast_dtype = enabled
+
+    def set_varlen_attention(self, enabled: bool) -> None:
+        """Run attention over packed real tokens with ``varlen_attn`` where it applies (default),
+        or always over the padded layout with SDPA (see TransformerLayer)."""
+        for layer in self.encoder.layer:
+            layer.varlen_attention = enabled
 
     def set_dropout(self, p: float) -> None:
         """Set hidden and attention dropout everywhere (e.g. 0 for continued pre-training)."""

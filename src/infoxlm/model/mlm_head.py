@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import EncoderConfig
+from .layer_norm import LayerNorm
 
 
 def in_place_grad_applies(weight: torch.Tensor, x: torch.Tensor) -> bool:
@@ -64,18 +65,23 @@ class MLMHead(nn.Module):
         super().__init__()
         d = config.hidden_size
         self.dense = nn.Linear(d, d)
-        self.layer_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.layer_norm = LayerNorm(d, eps=config.layer_norm_eps)
         self.decoder = nn.Linear(d, config.vocab_size, bias=False)
         self.decoder.weight = word_embeddings.weight  # tied, as in XLM-R
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.grad_in_place = False  # see the module docstring; set by Encoder.set_word_grad_in_place
 
-    def forward(self, hidden_states: torch.Tensor, masked_positions: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, hidden_states: torch.Tensor, masked_positions: torch.Tensor | None = None, *, vocab_multiple: int = 1
+    ) -> torch.Tensor:
         """Vocabulary logits.
 
         hidden_states (B, T, d) or (N, d); masked_positions (B, T) bool → logits (N, V) for the
         N True positions, in row-major order (the order of ``labels[masked_positions]``).
         Without masked_positions: logits (..., V) at every position given.
+
+        ``vocab_multiple`` > 1 pads the logits' last dimension to a multiple of it (see
+        ``padded_vocab_logits``): (..., V′) with −inf in the V′ − V extra columns.
         """
         if masked_positions is not None:
             hidden_states = hidden_states[masked_positions]  # (N, d)
@@ -83,4 +89,25 @@ class MLMHead(nn.Module):
         weight = self.decoder.weight
         if self.grad_in_place and x.dim() == 2 and in_place_grad_applies(weight, x):
             return _DecoderInPlaceGrad.apply(x, weight, self.bias)
+        if vocab_multiple > 1 and weight.shape[0] % vocab_multiple:
+            return padded_vocab_logits(x, weight, self.bias, vocab_multiple)
         return F.linear(x, weight, self.bias)
+
+
+def padded_vocab_logits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, multiple: int) -> torch.Tensor:
+    """x @ Wᵀ + b with the vocabulary padded, in this product only, to a multiple of ``multiple``.
+
+    x (..., d), weight (V, d), bias (V,) → logits (..., V′), V′ = V rounded up: zero rows in
+    the weight and −inf in the bias beyond V, so softmax and cross-entropy give those columns
+    probability 0 and gradient 0 exactly, and argmax never picks one. Why: XLM-R's V = 250,002
+    makes every row of the (N, V) logits and their gradient start at an address only 4-byte
+    aligned, and GPU matrix-product libraries then fall back to slow kernels for all three of
+    the head's products (measured on an H100, BENCHMARKS.md). The parameters, and so the
+    checkpoints, keep V. Costs a padded copy of the weight in the product's dtype per call.
+    """
+    pad = -weight.shape[0] % multiple
+    device = x.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
+    padded_weight = F.pad(weight.to(dtype), (0, 0, 0, pad))  # (V′, d)
+    padded_bias = torch.cat([bias.to(dtype), bias.new_full((pad,), float("-inf"), dtype=dtype)])  # (V′,)
+    return F.linear(x, padded_weight, padded_bias)

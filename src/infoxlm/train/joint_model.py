@@ -33,18 +33,31 @@ class MicroStepLosses:
     touch: torch.Tensor | None = None  # 0 × each parameter the objectives miss (see JointModel.forward)
 
 
+# Rows of the head's logits then start at 128-byte boundaries in bf16 (64 × 2 bytes).
+VOCAB_MULTIPLE_ON_GPU = 64
+
+
 class JointModel(nn.Module):
     """``grad_in_place``: the tied word-embedding gradient is added straight into ``.grad``
     (``Encoder.set_word_grad_in_place``) — for a single process only, never under DDP.
     ``skip_padding``: the query and key encoders run their position-wise parts on real tokens
     only (``Encoder.skip_padding``); the losses read real positions only, so nothing changes.
+    ``pad_vocabulary``: on a GPU, the head's product pads the vocabulary to a multiple of 64
+    (``padded_vocab_logits``; the parameters keep V); the loss gives the padding probability 0.
     """
 
     def __init__(
-        self, encoder: Encoder, contrast: MomentumContrast | None, *, grad_in_place: bool = False, skip_padding: bool = True
+        self,
+        encoder: Encoder,
+        contrast: MomentumContrast | None,
+        *,
+        grad_in_place: bool = False,
+        skip_padding: bool = True,
+        pad_vocabulary: bool = True,
     ):
         super().__init__()
         self.encoder = encoder
+        self.pad_vocabulary = pad_vocabulary
         self.query_projection = contrast.query_projection if contrast is not None else None
         # Held without registering it: its key encoder and queue must stay out of DDP.
         self._contrast = [contrast]
@@ -70,7 +83,9 @@ class JointModel(nn.Module):
         hidden = [
             self.encoder(b.input_ids, b.attention_mask).last_hidden_state[b.masked_positions] for b in batches
         ]  # each (N_i, d)
-        logits = self.encoder.lm_head(torch.cat(hidden) if len(hidden) > 1 else hidden[0])  # (ΣN_i, V)
+        states = torch.cat(hidden) if len(hidden) > 1 else hidden[0]  # (ΣN_i, d)
+        vocab_multiple = VOCAB_MULTIPLE_ON_GPU if states.is_cuda and self.pad_vocabulary else 1
+        logits = self.encoder.lm_head(states, vocab_multiple=vocab_multiple)  # (ΣN_i, V), or V padded
         targets = torch.cat([b.targets for b in batches]) if len(batches) > 1 else batches[0].targets  # (ΣN_i,)
         per_token = token_cross_entropy(logits, targets)  # (ΣN_i,) fp32; fused kernels on a GPU
         return [part.sum() for part in per_token.split([h.shape[0] for h in hidden])]
