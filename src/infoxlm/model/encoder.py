@@ -4,7 +4,8 @@ Sub-module names spell the keys of a Hugging Face XLM-R checkpoint (``embeddings
 ``encoder.layer.3.attention.self.query`` …), so weights move between the two with no
 converter: only the ``roberta.`` prefix of the masked-LM checkpoint is added or removed
 (see ``hub.py``). Attention runs through ``torch.nn.functional.scaled_dot_product_attention``
-so a GPU gets the fused kernels, and the stack can stop after any layer (XLCO contrasts a middle
+so a GPU gets the fused kernels (on real tokens only, flash attention's variable-length kernel
+over the packed sequences), and the stack can stop after any layer (XLCO contrasts a middle
 layer and needs nothing above it).
 
 Example::
