@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from .autocast import autocast_dtype
 from .config import EncoderConfig
 from .layer_norm import LayerNorm
 from .mlm_head import MLMHead, add_into_grad
@@ -192,7 +193,7 @@ def varlen_attention_applies(x: torch.Tensor, dropout_p: float) -> bool:
     if varlen_attn is None or x.device.type != "cuda" or dropout_p > 0:
         return False
     low = (torch.bfloat16, torch.float16)
-    in_low_precision = x.dtype in low or (torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") in low)
+    in_low_precision = x.dtype in low or autocast_dtype("cuda") in low
     return in_low_precision and torch.cuda.get_device_capability(x.device)[0] >= 8
 
 

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .autocast import autocast_dtype
+
 
 class LayerNorm(nn.LayerNorm):
     """``nn.LayerNorm`` that, under autocast, returns the autocast dtype (see the module docstring).
@@ -31,9 +33,9 @@ class LayerNorm(nn.LayerNorm):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         device = x.device.type
-        if not (self.keep_autocast_dtype and torch.is_autocast_enabled(device)):
+        dtype = autocast_dtype(device)
+        if not self.keep_autocast_dtype or dtype is None:
             return super().forward(x)
-        dtype = torch.get_autocast_dtype(device)
         with torch.autocast(device, enabled=False):
             if x.dtype == dtype:
                 weight, bias = self.weight.to(dtype), self.bias.to(dtype)  # d values each: negligible

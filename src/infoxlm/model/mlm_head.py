@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .autocast import autocast_dtype
 from .config import EncoderConfig
 from .layer_norm import LayerNorm
 
@@ -106,8 +107,7 @@ def padded_vocab_logits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     checkpoints, keep V. Costs a padded copy of the weight in the product's dtype per call.
     """
     pad = -weight.shape[0] % multiple
-    device = x.device.type
-    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
+    dtype = autocast_dtype(x.device.type) or weight.dtype
     padded_weight = F.pad(weight.to(dtype), (0, 0, 0, pad))  # (V′, d)
     padded_bias = torch.cat([bias.to(dtype), bias.new_full((pad,), float("-inf"), dtype=dtype)])  # (V′,)
     return F.linear(x, padded_weight, padded_bias)
