@@ -97,15 +97,14 @@ def build(args: argparse.Namespace, device: torch.device) -> tuple[EngineStep, l
     encoder_config = EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size)
     shape = ModelShape(encoder_config.hidden_size, encoder_config.intermediate_size,
                        encoder_config.num_hidden_layers, encoder_config.vocab_size)
-    engine = EngineStep(encoder_config, train_config(size, device, not args.fp32), device)
+    config = train_config(size, device, not args.fp32)
+    config.run.compile = args.compile
+    engine = EngineStep(encoder_config, config, device)
     fill_queue(engine, spec, 0)
     engine.model.pad_vocabulary = not args.unpadded_vocab
     for encoder in (engine.encoder, engine.contrast.key_encoder):
         encoder.set_low_precision_residual(not args.fp32_residual)
         encoder.set_varlen_attention(not args.padded_attention)
-        if args.compile:
-            for layer in encoder.encoder.layer:
-                layer.compile(dynamic=True)
     data = [synthetic_step(spec, i) for i in range(args.warmup + args.timed + args.steps)]
     return engine, data, shape, batches
 

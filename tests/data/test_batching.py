@@ -65,6 +65,21 @@ def test_rows_targets_and_padding_are_consistent():
     assert widths == sorted(widths, reverse=True)  # longest first
 
 
+def test_batches_carry_their_packing_and_masked_rows():
+    """Made on the CPU with the batch, so that an encoder on a GPU never reads them back."""
+    lengths = np.random.default_rng(2).integers(3, 30, 50)
+    for b in mlm_micro_batches(_masked(lengths), np.arange(50), max_tokens=120):
+        real = b.attention_mask.bool()
+        assert torch.equal(b.packing.rows, real.reshape(-1).nonzero().squeeze(1))
+        assert b.packing.num_tokens == b.num_tokens and (b.packing.batch, b.packing.length) == tuple(real.shape)
+        assert b.packing.cu_seqlens.tolist() == [0, *real.sum(1).cumsum(0).tolist()]
+        # masked_rows pick, among the real tokens, exactly the masked positions, in row-major order
+        expected = b.masked_positions[real].nonzero().squeeze(1)
+        assert torch.equal(b.masked_rows, expected) and len(b.masked_rows) == b.num_masked
+        moved = b.to("cpu")
+        assert torch.equal(moved.masked_rows, b.masked_rows) and moved.packing.num_tokens == b.num_tokens
+
+
 def test_full_rows_take_the_fast_path_with_the_same_result():
     masked = _masked([8] * 10)
     batches = mlm_micro_batches(masked, np.arange(10), max_tokens=32)

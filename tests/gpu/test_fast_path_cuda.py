@@ -17,21 +17,27 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
 def test_fused_cross_entropy_matches_plain_fp32():
     from infoxlm.objectives.vocab_loss import _fused_runs_on, plain_token_cross_entropy, token_cross_entropy
 
-    # The default path takes the fused kernels here (its trial compile ran), not the fallback.
+    # The default path takes the fused kernels here (its trial run worked), not the fallback.
     assert _fused_runs_on(torch.zeros(1, device="cuda", dtype=torch.bfloat16))
 
     torch.manual_seed(0)
-    for n in (1000, 1337):  # two sizes: the compiled function is shape-dynamic
-        logits = (3 * torch.randn(n, 50_000, device="cuda")).to(torch.bfloat16).requires_grad_()
+    # Row counts and a V that is no multiple of the kernels' block; bf16 (the trainer's) and
+    # fp32 logits; per-token loss weights, which reach the gradient.
+    for n, dtype in ((1000, torch.bfloat16), (1337, torch.bfloat16), (257, torch.float32)):
+        logits = (3 * torch.randn(n, 50_000, device="cuda")).to(dtype)
         targets = torch.randint(0, 50_000, (n,), device="cuda")
-        fused = token_cross_entropy(logits, targets, fused=True)
-        (g_fused,) = torch.autograd.grad(fused.sum(), logits)
-        reference = logits.detach().double().requires_grad_()
+        weights = torch.rand(n, device="cuda")
+        reference = logits.double().requires_grad_()
         plain = plain_token_cross_entropy(reference, targets)
-        (g_plain,) = torch.autograd.grad(plain.sum(), reference)
-        assert fused.dtype == torch.float32 and g_fused.dtype == torch.bfloat16
-        assert _relative(fused, plain) < 1e-5
-        assert _relative(g_fused, g_plain) < 1e-2  # the gradient is stored in bf16
+        (g_plain,) = torch.autograd.grad((plain * weights).sum(), reference)
+        fed = logits.requires_grad_()
+        fused = token_cross_entropy(fed, targets, fused=True)
+        (g_fused,) = torch.autograd.grad((fused * weights).sum(), fed)
+        assert fused.dtype == torch.float32 and g_fused.dtype == dtype
+        assert _relative(fused.detach(), plain.detach()) < 1e-5, (n, dtype)
+        assert _relative(g_fused, g_plain) < (1e-2 if dtype == torch.bfloat16 else 1e-5), (n, dtype)
+    empty = token_cross_entropy(torch.zeros(0, 10, device="cuda"), torch.zeros(0, dtype=torch.long, device="cuda"), fused=True)
+    assert empty.shape == (0,)
 
 
 def test_fused_cross_entropy_over_a_padded_vocabulary():
@@ -142,3 +148,43 @@ def test_packed_varlen_attention_matches_padded_sdpa():
     (h_varlen, g_varlen), (h_padded, g_padded) = run(True), run(False)
     assert _relative(h_varlen, h_padded) < 1e-2
     assert _relative(g_varlen, g_padded) < 3e-2
+
+
+def test_a_micro_step_never_waits_on_the_device():
+    """Forward and backward of a joint micro-step, on batches that carry their host-made
+    packings, queue their kernels without reading anything back from the device: with
+    torch's sync debug mode set to "error", any synchronising call raises."""
+    from infoxlm.bench.joint_step import train_config
+    from infoxlm.bench.sizes import SIZES
+    from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+    from infoxlm.model.config import EncoderConfig
+    from infoxlm.model.encoder import Encoder
+    from infoxlm.objectives.xlco import MomentumContrast
+    from infoxlm.train.joint_model import JointModel
+
+    size, device = SIZES["demo"], torch.device("cuda")
+    config = train_config(size, device, bf16=True)
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
+    encoder.set_dropout(0.0)
+    contrast = MomentumContrast.from_config(encoder, config.contrast)
+    model = JointModel(encoder.to(device), contrast.to(device), grad_in_place=True)
+    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 16, 16, 32, 8192)
+    data = synthetic_step(spec, 0)
+    batches = [b.to(device, non_blocking=True) for b in (data.mmlm[0], data.tlm[0], data.xlco[0])]
+    assert all(b.num_padding > 0 for b in batches[1:])  # the packed paths run
+
+    def micro_step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(*batches)
+        (out.mmlm + out.tlm + out.xlco).backward()
+
+    micro_step()  # compiles the fused cross-entropy (its trial run may synchronise)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        micro_step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    assert all(p.grad is not None for p in model.encoder.encoder.layer[0].parameters())

@@ -57,6 +57,52 @@ def test_stops_after_layer_k_without_running_the_rest(mixed_batch):
         enc(ids, mask, num_layers=5)
 
 
+def test_a_given_packing_computes_what_the_mask_gives(mixed_batch):
+    """The trainer's batches bring a packing made on the host; the encoder then computes
+    exactly what it computes from the mask, packed (real tokens only) or not."""
+    from infoxlm.model.packing import Packing
+
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    ids, mask = mixed_batch
+    packing = Packing.from_lengths(mask.sum(1), ids.shape[1])
+    real = mask.bool()
+    with torch.no_grad():
+        for skip_padding in (False, True):
+            enc.skip_padding = skip_padding
+            reference = enc(ids, mask)
+            given = enc(ids, mask, packing=packing)
+            assert given.packed == skip_padding
+            for k, (a, b) in enumerate(zip(reference.hidden_states, given.hidden_states)):
+                assert torch.equal(a, b), f"hidden_states[{k}]"
+                # token_states: the real tokens' states, row-major, whichever way the pass ran
+                assert torch.equal(given.token_states(k), b[real])
+            if skip_padding:  # padded lazily, with zeros at the padding
+                assert given.last_hidden_state[~real].abs().sum() == 0
+    # A batch without padding: token_states is every position, no packing needed to run.
+    full = ids[:1]
+    with torch.no_grad():
+        out = enc(full, packing=Packing.from_lengths(torch.tensor([full.shape[1]]), full.shape[1]))
+    assert not out.packed and torch.equal(out.token_states(), out.last_hidden_state[0])
+
+
+def test_compiled_layers_compute_what_the_eager_ones_do(mixed_batch):
+    """``compile_layers`` (the trainer's run.compile) wraps every layer in torch.compile with
+    dynamic shapes; traced here with the eager backend (no code generation on a CPU)."""
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    ids, mask = mixed_batch
+    with torch.no_grad():
+        eager = enc(ids, mask).hidden_states
+        enc.compile_layers(backend="eager")
+        assert all(layer._compiled_call_impl is not None for layer in enc.encoder.layer)
+        compiled = enc(ids, mask).hidden_states
+        shorter = enc(ids[:, :7], mask[:, :7]).last_hidden_state  # a new length: no error, no stale graph
+    for a, b in zip(eager, compiled):
+        assert torch.equal(a, b)
+    assert shorter.shape == (3, 7, enc.config.hidden_size)
+
+
 def test_positions_start_after_padding_index():
     ids = torch.tensor([[0, 9, 9, 2, 1, 1]])
     assert xlmr_position_ids(ids, pad_token_id=1).tolist() == [[2, 3, 4, 5, 1, 1]]

@@ -24,7 +24,7 @@ def test_cpu_tensors_take_the_plain_path(monkeypatch):
     def refuse():
         raise AssertionError("compiled on a CPU tensor")
 
-    monkeypatch.setattr(vocab_loss, "_compiled_token_cross_entropy", refuse)
+    monkeypatch.setattr(vocab_loss, "_fused_token_cross_entropy", refuse)
     logits, targets = torch.randn(3, 5, requires_grad=True), torch.tensor([0, 4, 2])
     token_cross_entropy(logits, targets).sum().backward()
     expected = torch.softmax(logits.detach(), 1) - F.one_hot(targets, 5)
@@ -41,10 +41,10 @@ def test_a_compile_that_fails_falls_back_to_the_plain_function_with_one_warning(
 
         return run
 
-    monkeypatch.setattr(vocab_loss, "_compiled_token_cross_entropy", broken_compile)
+    monkeypatch.setattr(vocab_loss, "_fused_token_cross_entropy", broken_compile)
     monkeypatch.setattr(vocab_loss, "_fused_works", {})
     logits, targets = torch.randn(3, 5), torch.tensor([0, 4, 2])
-    with pytest.warns(RuntimeWarning, match="could not be compiled here .RuntimeError: no C compiler found.; using the plain one"):
+    with pytest.warns(RuntimeWarning, match="could not run here .RuntimeError: no C compiler found.; using the plain one"):
         assert vocab_loss._fused_runs_on(logits) is False
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the second time: remembered, no new warning
@@ -64,7 +64,7 @@ def test_a_compile_that_works_is_tried_once(monkeypatch):
 
         return run
 
-    monkeypatch.setattr(vocab_loss, "_compiled_token_cross_entropy", counting_compile)
+    monkeypatch.setattr(vocab_loss, "_fused_token_cross_entropy", counting_compile)
     monkeypatch.setattr(vocab_loss, "_fused_works", {})
     logits = torch.randn(3, 5)
     assert vocab_loss._fused_runs_on(logits) and vocab_loss._fused_runs_on(logits)
@@ -74,7 +74,7 @@ def test_a_compile_that_works_is_tried_once(monkeypatch):
 def test_the_trial_runs_with_gradients_even_under_no_grad(monkeypatch):
     import infoxlm.objectives.vocab_loss as vocab_loss
 
-    monkeypatch.setattr(vocab_loss, "_compiled_token_cross_entropy", lambda: plain_token_cross_entropy)
+    monkeypatch.setattr(vocab_loss, "_fused_token_cross_entropy", lambda: plain_token_cross_entropy)
     monkeypatch.setattr(vocab_loss, "_fused_works", {})
     with torch.no_grad():
         assert vocab_loss._fused_runs_on(torch.randn(3, 5))

@@ -50,6 +50,12 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--no-baseline", action="store_true", help="time infoxlm alone (no transformers needed)")
     p.add_argument("--fp32", action="store_true", help="on a GPU: no bf16 autocast (CPU runs are always fp32)")
     p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile infoxlm's encoder layers, as the trainer's run.compile=true (default: on a GPU only)",
+    )
+    p.add_argument(
         "--peak-flops",
         type=peak_flops_option,
         default=None,
@@ -114,6 +120,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
             batches=batches,
             baseline=not args.no_baseline,
             bf16=not args.fp32,
+            compile_layers=args.compile,
             peak_flops=args.peak_flops,
             rtol=args.rtol,
             seed=args.seed,

@@ -23,7 +23,7 @@ from ..objectives.xlco import MomentumContrast
 from ..train.config import TrainConfig
 from ..train.distributed import World
 from ..train.joint_model import JointModel
-from ..train.loop import OBJECTIVES, JointStep, _aligned
+from ..train.loop import OBJECTIVES, JointStep, _aligned, compile_encoders
 from ..train.optim import build_optimizer, build_scheduler
 from .synthetic_batches import step_tokens
 from .timing import PhaseTimer, optimizer_state_tensors, tensor_bytes
@@ -69,6 +69,8 @@ class EngineStep:
         contrast = MomentumContrast.from_config(encoder, config.contrast)
         self.encoder = encoder.to(device)
         self.contrast = contrast.to(device)
+        if config.run.compile:
+            compile_encoders(self.encoder, self.contrast)
         self.model = JointModel(self.encoder, self.contrast, grad_in_place=True)  # as the trainer in a world of one
         o = config.optim
         self.optimizer = build_optimizer(

@@ -143,6 +143,7 @@ def run_benchmark(
     batches: Batches | None = None,
     baseline: bool = True,
     bf16: bool = True,
+    compile_layers: bool | None = None,
     peak_flops: float | str | None = None,
     rtol: float = 1e-4,
     seed: int = 0,
@@ -154,6 +155,9 @@ def run_benchmark(
     ``peak_flops``: the MFU denominator in FLOP/s; None for a known GPU's datasheet bf16 peak
     (no MFU on a CPU); "measure" for the best rate of the size's matrix products on this
     device (``matmul_rate.py``), timed before the warm-up and after the timed steps.
+
+    ``compile_layers``: infoxlm's encoder layers through ``torch.compile`` (``run.compile``);
+    default: on a GPU.
 
     ``_perturb_baseline`` (tests only) is called on the baseline before the loss check."""
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
@@ -181,6 +185,7 @@ def run_benchmark(
     specs = {"infoxlm": spec, "hf": dataclasses.replace(spec, max_tokens=batches.baseline_tokens)}
     encoder_config = EncoderConfig.preset(spec_size.encoder, vocab_size=spec_size.vocab_size)
     config = train_config(spec_size, dev, use_bf16)
+    config.run.compile = dev.type == "cuda" if compile_layers is None else compile_layers
     shape = ModelShape(
         encoder_config.hidden_size, encoder_config.intermediate_size, encoder_config.num_hidden_layers, encoder_config.vocab_size
     )
@@ -283,6 +288,7 @@ def run_benchmark(
         "device": str(dev),
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else _cpu_name(),
         "dtype": "bf16 autocast" if use_bf16 else "fp32",
+        "compiled_layers": config.run.compile,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": _transformers_version() if baseline else None,

@@ -10,8 +10,9 @@ Default batches (examples per optimizer step for MMLM, TLM, XLCO) are small on a
 that a ``base`` step takes seconds, and on a GPU a global batch of 256 examples per
 objective (an eighth of the paper's 2,048: the benchmark has to fit in minutes), accumulated
 over micro-batches. Each side cuts that global batch to fit its own memory: infoxlm's
-micro-batches hold 32,768 padded tokens at base (16,384 at large, beside the baseline on
-one card); the baseline computes vocabulary logits at every
+micro-batches hold 65,536 padded tokens at base (16,384 at large, beside the baseline on
+one card); fewer, larger micro-batches mean fewer kernel launches per step, which is what
+bounds a step once the device no longer waits on the host. The baseline computes vocabulary logits at every
 position, so its 8,192-token micro-batches already hold 8192 × 250,002 logits (4 GB in
 bf16, plus its fp32 softmax and gradient). Both sides see the same examples, masks and
 global batch; the loss check runs each side on its own cut of the first step.
@@ -91,7 +92,9 @@ SIZES: dict[str, BenchSize] = {
     ),
     "base": BenchSize(
         "base", "base", 250_002, 512, 512, 256, {"layer": 8, "queue_size": 131_072, "momentum": 0.9999},
-        cpu=Batches(1, 2, 4, 1024), cuda=Batches(256, 256, 256, 32768, baseline_max_tokens=8192),
+        # 65,536 against 32,768 on an H100 (2026-11-23, gpu_profile.py): fewer launches per
+        # step; 40 GB at peak beside the baseline's.
+        cpu=Batches(1, 2, 4, 1024), cuda=Batches(256, 256, 256, 65536, baseline_max_tokens=8192),
         steps={"cpu": 3, "cuda": 10}, warmup={"cpu": 1, "cuda": 2},
     ),
     "large": BenchSize(

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..model.packing import Packing
 from .masking import MaskedSequences
 
 __all__ = [
@@ -60,6 +61,12 @@ class MLMBatch:
     slots: torch.Tensor  # (B,) long, each row's slot in the step's global batch
     num_tokens: int  # real (non-pad) tokens
     num_masked: int  # N
+    # Where the real tokens are (rows, cu_seqlens), made here on the CPU, so that an encoder
+    # on a GPU never reads it back from the device (see model/packing.py).
+    packing: Packing
+    # (N,) long: the masked positions' indices among the real tokens, row-major: the rows
+    # of a packed pass's (n, d) states to predict, with no padded (B, T, d) state made.
+    masked_rows: torch.Tensor
 
     @property
     def num_examples(self) -> int:
@@ -84,6 +91,8 @@ class MLMBatch:
             move(self.slots),
             self.num_tokens,
             self.num_masked,
+            self.packing.to(device, non_blocking),
+            move(self.masked_rows),
         )
 
 
@@ -178,6 +187,9 @@ def _pad(sequences: MaskedSequences, lengths: np.ndarray, first: int, stop: int,
         masked[real] = sequences.masked[lo:hi]
     # Row by row, positions ascending: the row-major order of masked_positions.
     targets = sequences.original[lo:hi][sequences.masked[lo:hi]]
+    # The flat values are the real tokens in row-major order, so their masked flags give the
+    # masked rows among the packed tokens directly.
+    masked_rows = np.flatnonzero(sequences.masked[lo:hi])
     return MLMBatch(
         torch.from_numpy(input_ids),
         torch.from_numpy(real.astype(np.int64)),
@@ -186,6 +198,8 @@ def _pad(sequences: MaskedSequences, lengths: np.ndarray, first: int, stop: int,
         torch.from_numpy(np.asarray(slots, dtype=np.int64)),
         num_tokens=int(lengths.sum()),
         num_masked=int(len(targets)),
+        packing=Packing.from_lengths(torch.from_numpy(np.asarray(lengths, dtype=np.int32)), width),
+        masked_rows=torch.from_numpy(masked_rows.astype(np.int64)),
     )
 
 

@@ -40,6 +40,7 @@ from torch import nn
 
 from ..embedding import POOLINGS, pool
 from ..model.encoder import Encoder
+from ..model.packing import Packing
 
 
 def momentum_at(step: int, schedule: str = "constant", base: float = 0.9999, cap: float = 0.9995) -> float:
@@ -200,24 +201,33 @@ class MomentumContrast(nn.Module):
         z = projection(pool(hidden, attention_mask, self.pooling))
         return F.normalize(z, dim=-1) if self.normalize else z
 
-    def encode_queries(self, encoder: Encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Query vectors (B, d), with gradients, from the query encoder stopped at the universal layer."""
-        hidden = encoder(input_ids, attention_mask, num_layers=self.layer).last_hidden_state
+    def encode_queries(
+        self, encoder: Encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, packing: Packing | None = None
+    ) -> torch.Tensor:
+        """Query vectors (B, d), with gradients, from the query encoder stopped at the universal layer.
+
+        ``packing``: the batch's, if it carries one (see ``Encoder.forward``)."""
+        hidden = encoder(input_ids, attention_mask, num_layers=self.layer, packing=packing).last_hidden_state
         return self._project(hidden, attention_mask, self.query_projection)
 
     @torch.no_grad()
     def encode_keys(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, encoder: Encoder | None = None
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        encoder: Encoder | None = None,
+        *,
+        packing: Packing | None = None,
     ) -> torch.Tensor:
         """Key vectors (B, d), without gradients. ``encoder`` is needed only with use_momentum=False."""
         if self.key_encoder is None:
             if encoder is None:
                 raise ValueError("use_momentum=False: keys come from the query encoder; pass encoder=")
-            hidden = encoder(input_ids, attention_mask, num_layers=self.layer).last_hidden_state
+            hidden = encoder(input_ids, attention_mask, num_layers=self.layer, packing=packing).last_hidden_state
             return self._project(hidden, attention_mask, self.query_projection).detach()
         # Keys are computed without dropout: a target that is not itself noisy.
         self.key_encoder.eval()
-        hidden = self.key_encoder(input_ids, attention_mask).last_hidden_state
+        hidden = self.key_encoder(input_ids, attention_mask, packing=packing).last_hidden_state
         return self._project(hidden, attention_mask, self.key_projection)
 
     def forward(

@@ -86,6 +86,9 @@ class RunConfig:
     log_every: int = 10
     device: str | None = None  # default: cuda if available, else cpu
     bf16: bool = True  # autocast on GPU; CPU runs always compute in fp32
+    # torch.compile every encoder layer (dynamic shapes): fuses the element-wise work around
+    # the matrix products. For GPUs; costs about half a minute of compiling at the start.
+    compile: bool = False
 
 
 @dataclass

@@ -16,6 +16,7 @@ from torch import nn
 
 from ..data.batching import ContrastBatch, MLMBatch
 from ..model.encoder import Encoder
+from ..model.packing import select_rows
 from ..objectives.vocab_loss import token_cross_entropy
 from ..objectives.xlco import MomentumContrast, positive_ranked_first
 
@@ -27,7 +28,9 @@ class MicroStepLosses:
     mmlm: torch.Tensor | None = None  # Σ cross-entropy over masked tokens
     tlm: torch.Tensor | None = None
     xlco: torch.Tensor | None = None  # Σ InfoNCE over queries
-    xlco_correct: int = 0  # queries whose positive key ranked first
+    # Queries whose positive key ranked first: a 0-d tensor on the device (reading it here
+    # would make the host wait for the micro-step's kernels), 0 without XLCO.
+    xlco_correct: torch.Tensor | int = 0
     keys: torch.Tensor | None = None  # (B, d) this micro-step's keys, to enqueue after the step
     key_slots: torch.Tensor | None = None  # (B,) their slots in the global batch
     touch: torch.Tensor | None = None  # 0 × each parameter the objectives miss (see JointModel.forward)
@@ -81,8 +84,9 @@ class JointModel(nn.Module):
         head is row-wise, so each batch's sum is what a call of its own gives.
         """
         hidden = [
-            self.encoder(b.input_ids, b.attention_mask).last_hidden_state[b.masked_positions] for b in batches
-        ]  # each (N_i, d)
+            select_rows(self.encoder(b.input_ids, b.attention_mask, packing=b.packing).token_states(), b.masked_rows)
+            for b in batches
+        ]  # each (N_i, d): the masked tokens' final states, picked from the real tokens' (n_i, d)
         states = torch.cat(hidden) if len(hidden) > 1 else hidden[0]  # (ΣN_i, d)
         vocab_multiple = VOCAB_MULTIPLE_ON_GPU if states.is_cuda and self.pad_vocabulary else 1
         logits = self.encoder.lm_head(states, vocab_multiple=vocab_multiple)  # (ΣN_i, V), or V padded
@@ -143,12 +147,13 @@ class JointModel(nn.Module):
             out.tlm = next(sums) if tlm is not None else None
         if xlco is not None:
             contrast = self.contrast
-            q = contrast.encode_queries(self.encoder, xlco.query.input_ids, xlco.query.attention_mask)
-            k = contrast.encode_keys(xlco.key.input_ids, xlco.key.attention_mask, encoder=self.encoder)
+            query, key = xlco.query, xlco.key
+            q = contrast.encode_queries(self.encoder, query.input_ids, query.attention_mask, packing=query.packing)
+            k = contrast.encode_keys(key.input_ids, key.attention_mask, encoder=self.encoder, packing=key.packing)
             logits = contrast.contrast_logits(q, k)  # (B, 1 + K)
             targets = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
             out.xlco = F.cross_entropy(logits, targets, reduction="sum")
-            out.xlco_correct = int(positive_ranked_first(logits.detach()).sum())
+            out.xlco_correct = positive_ranked_first(logits.detach()).sum()
             out.keys, out.key_slots = k, xlco.slots
         if touch_unreached:
             unreached = self.unreached_parameters(bool(mlm), xlco is not None)

@@ -77,6 +77,8 @@ class Trainer:
         self.encoder.to(device)
         if self.contrast is not None:
             self.contrast.to(device)
+        if config.run.compile:
+            compile_encoders(self.encoder, self.contrast)
         # The tied word-embedding gradient straight into .grad: a single process only (see JointModel).
         self.model = JointModel(self.encoder, self.contrast, grad_in_place=not self.world.distributed)
         self.ddp = self._wrap_ddp(self.model)
@@ -248,7 +250,8 @@ class Trainer:
             keys, slots = [], []
             for batch in pipeline.step(j, self.world.rank, self.world.size).xlco:
                 batch = batch.to(self.world.device)
-                keys.append(self.contrast.encode_keys(batch.key.input_ids, batch.key.attention_mask, encoder=self.encoder))
+                view = batch.key
+                keys.append(self.contrast.encode_keys(view.input_ids, view.attention_mask, encoder=self.encoder, packing=view.packing))
                 slots.append(batch.slots)
             empty = torch.zeros(0, self.encoder.config.hidden_size, device=self.world.device)
             self.joint_step.enqueue_in_slot_order(
@@ -427,6 +430,13 @@ class JointStep:
         """Keys of all ranks, in global slot order (ranks hold contiguous slot ranges)."""
         local = keys[torch.argsort(slots)].float()
         self.contrast.enqueue(all_gather_rows(local, self.world))
+
+
+def compile_encoders(encoder: Encoder, contrast: MomentumContrast | None) -> None:
+    """``run.compile``: the query encoder's layers and the key encoder's (see ``Encoder.compile_layers``)."""
+    encoder.compile_layers()
+    if contrast is not None and contrast.key_encoder is not None:
+        contrast.key_encoder.compile_layers()
 
 
 def _aligned(batches: list, i: int, micro_steps: int):

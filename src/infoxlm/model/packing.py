@@ -1,0 +1,105 @@
+"""Where the real tokens of a right-padded (B, T) batch sit: the layout of packed encoder passes.
+
+Position-wise parts of a layer (projections, feed-forward, LayerNorm, embeddings) can run on
+the n real tokens only — (n, d) instead of (B, T, d) — and attention either on the packed
+tokens themselves (a variable-length kernel, given ``cu_seqlens``) or on the padded layout
+with a mask.
+
+A packing built from a batch's attention mask on the GPU (``Packing.of``) has to read n back
+from the device, which stalls the host until every queued kernel has run. The data pipeline
+therefore builds each batch's packing on the CPU, where the mask is made (``from_lengths``),
+and moves it with the batch: an encoder given a packing never waits on the device.
+
+Example::
+
+    >>> import torch
+    >>> p = Packing.from_lengths(torch.tensor([3, 1]), length=3)
+    >>> p.rows.tolist(), p.cu_seqlens.tolist(), p.num_tokens, p.has_padding
+    ([0, 1, 2, 3], [0, 3, 4], 4, True)
+    >>> p.pad(p.pack(torch.arange(6.0).view(2, 3))).tolist()
+    [[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+class _SelectRows(torch.autograd.Function):
+    """x.index_select(0, rows) for distinct rows, whose backward copies (index_copy_) rather
+    than accumulates (index_add_, a slow scatter-add on CPU)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(rows)
+        ctx.num_rows = x.shape[0]
+        return x.index_select(0, rows)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (rows,) = ctx.saved_tensors
+        return grad.new_zeros(ctx.num_rows, *grad.shape[1:]).index_copy_(0, rows, grad), None
+
+
+def select_rows(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """x (m, ...) → x[rows] (k, ...) for k distinct row indices, differentiable."""
+    return _SelectRows.apply(x, rows)
+
+
+@dataclass
+class Packing:
+    """The real tokens of a right-padded (B, T) batch among its B·T positions."""
+
+    rows: torch.Tensor  # (n,) long, ascending: flat indices of the real tokens
+    # (B + 1,) int32: where each sequence starts among the n packed tokens, then n; the
+    # layout of variable-length attention kernels (sequence b is rows cu[b] … cu[b+1] − 1).
+    cu_seqlens: torch.Tensor
+    batch: int  # B
+    length: int  # T
+    num_tokens: int  # n, a host int: reading it never synchronises with a device
+
+    @property
+    def has_padding(self) -> bool:
+        return self.num_tokens < self.batch * self.length
+
+    @classmethod
+    def from_lengths(cls, lengths: torch.Tensor, length: int) -> "Packing":
+        """Rows of length lengths[b] (B,), right-padded to ``length``; computed where lengths lie."""
+        lengths = lengths.to(torch.int32)
+        batch = lengths.shape[0]
+        real = torch.arange(length, device=lengths.device) < lengths[:, None]  # (B, T) bool
+        rows = real.reshape(-1).nonzero().squeeze(1)
+        cu_seqlens = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
+        return cls(rows, cu_seqlens, batch, length, int(rows.shape[0]))
+
+    @classmethod
+    def of(cls, attention_mask: torch.Tensor) -> "Packing":
+        """From a (B, T) mask, 1 = token. On a GPU this waits for the device (to learn n).
+
+        ``rows`` follow the mask exactly; ``cu_seqlens`` (the varlen kernel's layout) assume
+        right padding, as XLM-R's batches have."""
+        mask = attention_mask.bool()
+        rows = mask.reshape(-1).nonzero().squeeze(1)
+        cu_seqlens = F.pad(mask.sum(1, dtype=torch.int32).cumsum(0, dtype=torch.int32), (1, 0))
+        return cls(rows, cu_seqlens, mask.shape[0], mask.shape[1], int(rows.shape[0]))
+
+    def to(self, device, non_blocking: bool = False) -> "Packing":
+        move = lambda t: t.to(device, non_blocking=non_blocking)  # noqa: E731
+        return Packing(move(self.rows), move(self.cu_seqlens), self.batch, self.length, self.num_tokens)
+
+    def attention_mask(self) -> torch.Tensor:
+        """(B, T) bool, True on real tokens."""
+        flat = torch.zeros(self.batch * self.length, dtype=torch.bool, device=self.rows.device)
+        return flat.index_fill_(0, self.rows, True).view(self.batch, self.length)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, ...) → (n, ...): the real tokens, in row-major order."""
+        return select_rows(x.reshape(self.batch * self.length, *x.shape[2:]), self.rows)
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """(n, ...) → (B, T, ...), zeros at the padding."""
+        flat = x.new_zeros(self.batch * self.length, *x.shape[1:]).index_copy(0, self.rows, x)
+        return flat.view(self.batch, self.length, *x.shape[1:])

@@ -1,0 +1,54 @@
+"""Tests for infoxlm.model.packing: the real tokens of a right-padded batch."""
+
+from __future__ import annotations
+
+import torch
+
+from infoxlm.model.packing import Packing, select_rows
+
+
+def _mask(lengths: list[int], width: int) -> torch.Tensor:
+    return (torch.arange(width) < torch.tensor(lengths)[:, None]).long()
+
+
+def test_from_lengths_matches_the_mask():
+    lengths, width = [4, 1, 3], 5
+    from_lengths = Packing.from_lengths(torch.tensor(lengths), width)
+    from_mask = Packing.of(_mask(lengths, width))
+    assert from_lengths.rows.tolist() == from_mask.rows.tolist() == [0, 1, 2, 3, 5, 10, 11, 12]
+    assert from_lengths.cu_seqlens.tolist() == from_mask.cu_seqlens.tolist() == [0, 4, 5, 8]
+    assert from_lengths.cu_seqlens.dtype == torch.int32
+    assert (from_lengths.batch, from_lengths.length, from_lengths.num_tokens) == (3, 5, 8)
+    assert from_lengths.has_padding
+    assert torch.equal(from_lengths.attention_mask(), _mask(lengths, width).bool())
+    full = Packing.from_lengths(torch.tensor([3, 3]), 3)
+    assert not full.has_padding and full.rows.tolist() == list(range(6))
+
+
+def test_pack_then_pad_restores_real_tokens_and_zeroes_the_padding():
+    lengths, width = [3, 5, 2], 5
+    packing = Packing.from_lengths(torch.tensor(lengths), width)
+    x = torch.randn(3, width, 4)
+    packed = packing.pack(x)  # (n, 4)
+    assert packed.shape == (10, 4)
+    real = _mask(lengths, width).bool()
+    assert torch.equal(packed, x[real])  # row-major order
+    padded = packing.pad(packed)
+    assert torch.equal(padded[real], x[real]) and padded[~real].abs().sum() == 0
+
+
+def test_select_rows_gradient_lands_on_the_selected_rows_only():
+    x = torch.randn(6, 3, requires_grad=True)
+    rows = torch.tensor([4, 0, 2])
+    weights = torch.randn(3, 3)
+    (select_rows(x, rows) * weights).sum().backward()
+    expected = torch.zeros(6, 3)
+    expected[rows] = weights
+    assert torch.equal(x.grad, expected)
+
+
+def test_to_keeps_the_host_counts():
+    packing = Packing.from_lengths(torch.tensor([2, 1]), 2)
+    moved = packing.to("cpu", non_blocking=True)
+    assert (moved.batch, moved.length, moved.num_tokens) == (2, 2, 3)
+    assert torch.equal(moved.rows, packing.rows) and torch.equal(moved.cu_seqlens, packing.cu_seqlens)
