@@ -10,7 +10,7 @@ Default batches (examples per optimizer step for MMLM, TLM, XLCO) are small on a
 that a ``base`` step takes seconds, and on a GPU a global batch of 256 examples per
 objective (an eighth of the paper's 2,048: the benchmark has to fit in minutes), accumulated
 over micro-batches. Each side cuts that global batch to fit its own memory: infoxlm's
-micro-batches hold 65,536 padded tokens at base (16,384 at large, beside the baseline on
+micro-batches hold 98,304 padded tokens at base (16,384 at large, beside the baseline on
 one card); fewer, larger micro-batches mean fewer kernel launches per step, which is what
 bounds a step once the device no longer waits on the host. The baseline computes vocabulary logits at every
 position, so its 8,192-token micro-batches already hold 8192 × 250,002 logits (4 GB in
@@ -92,9 +92,9 @@ SIZES: dict[str, BenchSize] = {
     ),
     "base": BenchSize(
         "base", "base", 250_002, 512, 512, 256, {"layer": 8, "queue_size": 131_072, "momentum": 0.9999},
-        # 65,536 against 32,768 on an H100 (2026-11-23, gpu_profile.py): fewer launches per
-        # step; 40 GB at peak beside the baseline's.
-        cpu=Batches(1, 2, 4, 1024), cuda=Batches(256, 256, 256, 65536, baseline_max_tokens=8192),
+        # Micro-batch budget on an H100 (2026-11-23, gpu_profile.py --compile, median of 8
+        # steps): 32,768 tokens 403 ms, 65,536 369 ms, 98,304 315 ms per step (46 GB at peak).
+        cpu=Batches(1, 2, 4, 1024), cuda=Batches(256, 256, 256, 98304, baseline_max_tokens=8192),
         steps={"cpu": 3, "cuda": 10}, warmup={"cpu": 1, "cuda": 2},
     ),
     "large": BenchSize(
