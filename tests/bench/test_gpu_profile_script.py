@@ -39,6 +39,7 @@ def test_kernel_groups():
     assert script.group_of("cunn_SoftMaxForward<LogSoftMaxForwardEpilogue>") == "softmax / loss"
     fused_loss = "triton_red_fused__log_softmax__to_copy_nll_loss_forward_prepare_softmax_online_sub_0"
     assert script.group_of(fused_loss) == "softmax / loss"
+    assert script.group_of("_cross_entropy_backward_kernel") == "softmax / loss"  # fused_cross_entropy.py
     assert script.group_of("vectorized_elementwise_kernel<CUDAFunctor_add<float>>") == "other elementwise / reduce"
 
 

@@ -32,7 +32,7 @@ NUM_WARPS = 8
 
 
 @triton.jit
-def _forward_kernel(logits_ptr, row_stride, targets_ptr, loss_ptr, lse_ptr, V, BLOCK: tl.constexpr):
+def _cross_entropy_forward_kernel(logits_ptr, row_stride, targets_ptr, loss_ptr, lse_ptr, V, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     base = logits_ptr + row * row_stride
     # Starts below any real logit but finite, so a block holding only −inf (padding) leaves
@@ -53,7 +53,7 @@ def _forward_kernel(logits_ptr, row_stride, targets_ptr, loss_ptr, lse_ptr, V, B
 
 
 @triton.jit
-def _backward_kernel(
+def _cross_entropy_backward_kernel(
     logits_ptr, row_stride, grad_ptr, grad_row_stride, targets_ptr, lse_ptr, grad_loss_ptr, V, BLOCK: tl.constexpr
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -86,7 +86,7 @@ class FusedTokenCrossEntropy(torch.autograd.Function):
         loss = torch.empty(n, dtype=torch.float32, device=logits.device)
         lse = torch.empty_like(loss)
         if n:
-            _forward_kernel[(n,)](logits, logits.stride(0), targets, loss, lse, vocab, BLOCK=BLOCK, num_warps=NUM_WARPS)
+            _cross_entropy_forward_kernel[(n,)](logits, logits.stride(0), targets, loss, lse, vocab, BLOCK=BLOCK, num_warps=NUM_WARPS)
         ctx.save_for_backward(logits, targets, lse)
         return loss
 
@@ -96,7 +96,7 @@ class FusedTokenCrossEntropy(torch.autograd.Function):
         n, vocab = logits.shape
         grad = torch.empty_like(logits)
         if n:
-            _backward_kernel[(n,)](
+            _cross_entropy_backward_kernel[(n,)](
                 logits, logits.stride(0), grad, grad.stride(0), targets, lse, grad_loss.contiguous(), vocab,
                 BLOCK=BLOCK, num_warps=NUM_WARPS,
             )
