@@ -65,7 +65,7 @@ def test_a_given_packing_computes_what_the_mask_gives(mixed_batch):
     torch.manual_seed(0)
     enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
     ids, mask = mixed_batch
-    packing = Packing.from_lengths(mask.sum(1), ids.shape[1])
+    packing = Packing.of(mask)
     real = mask.bool()
     with torch.no_grad():
         for skip_padding in (False, True):
@@ -82,7 +82,7 @@ def test_a_given_packing_computes_what_the_mask_gives(mixed_batch):
     # A batch without padding: token_states is every position, no packing needed to run.
     full = ids[:1]
     with torch.no_grad():
-        out = enc(full, packing=Packing.from_lengths(torch.tensor([full.shape[1]]), full.shape[1]))
+        out = enc(full, packing=Packing.of(torch.ones_like(full)))
     assert not out.packed and torch.equal(out.token_states(), out.last_hidden_state[0])
 
 

@@ -11,23 +11,22 @@ def _mask(lengths: list[int], width: int) -> torch.Tensor:
     return (torch.arange(width) < torch.tensor(lengths)[:, None]).long()
 
 
-def test_from_lengths_matches_the_mask():
+def test_rows_and_sequence_starts_of_a_mask():
     lengths, width = [4, 1, 3], 5
-    from_lengths = Packing.from_lengths(torch.tensor(lengths), width)
-    from_mask = Packing.of(_mask(lengths, width))
-    assert from_lengths.rows.tolist() == from_mask.rows.tolist() == [0, 1, 2, 3, 5, 10, 11, 12]
-    assert from_lengths.cu_seqlens.tolist() == from_mask.cu_seqlens.tolist() == [0, 4, 5, 8]
-    assert from_lengths.cu_seqlens.dtype == torch.int32
-    assert (from_lengths.batch, from_lengths.length, from_lengths.num_tokens) == (3, 5, 8)
-    assert from_lengths.has_padding
-    assert torch.equal(from_lengths.attention_mask(), _mask(lengths, width).bool())
-    full = Packing.from_lengths(torch.tensor([3, 3]), 3)
+    packing = Packing.of(_mask(lengths, width))
+    assert packing.rows.tolist() == [0, 1, 2, 3, 5, 10, 11, 12]
+    assert packing.cu_seqlens.tolist() == [0, 4, 5, 8]
+    assert packing.cu_seqlens.dtype == torch.int32
+    assert (packing.batch, packing.length, packing.num_tokens) == (3, 5, 8)
+    assert packing.has_padding
+    assert torch.equal(packing.attention_mask(), _mask(lengths, width).bool())
+    full = Packing.of(torch.ones(2, 3, dtype=torch.bool))
     assert not full.has_padding and full.rows.tolist() == list(range(6))
 
 
 def test_pack_then_pad_restores_real_tokens_and_zeroes_the_padding():
     lengths, width = [3, 5, 2], 5
-    packing = Packing.from_lengths(torch.tensor(lengths), width)
+    packing = Packing.of(_mask(lengths, width))
     x = torch.randn(3, width, 4)
     packed = packing.pack(x)  # (n, 4)
     assert packed.shape == (10, 4)
@@ -48,7 +47,7 @@ def test_select_rows_gradient_lands_on_the_selected_rows_only():
 
 
 def test_to_keeps_the_host_counts():
-    packing = Packing.from_lengths(torch.tensor([2, 1]), 2)
+    packing = Packing.of(_mask([2, 1], 2))
     moved = packing.to("cpu", non_blocking=True)
     assert (moved.batch, moved.length, moved.num_tokens) == (2, 2, 3)
     assert torch.equal(moved.rows, packing.rows) and torch.equal(moved.cu_seqlens, packing.cu_seqlens)

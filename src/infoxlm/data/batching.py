@@ -198,7 +198,7 @@ def _pad(sequences: MaskedSequences, lengths: np.ndarray, first: int, stop: int,
         torch.from_numpy(np.asarray(slots, dtype=np.int64)),
         num_tokens=int(lengths.sum()),
         num_masked=int(len(targets)),
-        packing=Packing.from_lengths(torch.from_numpy(np.asarray(lengths, dtype=np.int32)), width),
+        packing=Packing.of(torch.from_numpy(real)),
         masked_rows=torch.from_numpy(masked_rows.astype(np.int64)),
     )
 

@@ -7,13 +7,13 @@ with a mask.
 
 A packing built from a batch's attention mask on the GPU (``Packing.of``) has to read n back
 from the device, which stalls the host until every queued kernel has run. The data pipeline
-therefore builds each batch's packing on the CPU, where the mask is made (``from_lengths``),
-and moves it with the batch: an encoder given a packing never waits on the device.
+therefore builds each batch's packing on the CPU, where the mask is made, and moves it
+with the batch: an encoder given a packing never waits on the device.
 
 Example::
 
     >>> import torch
-    >>> p = Packing.from_lengths(torch.tensor([3, 1]), length=3)
+    >>> p = Packing.of(torch.tensor([[1, 1, 1], [1, 0, 0]]))
     >>> p.rows.tolist(), p.cu_seqlens.tolist(), p.num_tokens, p.has_padding
     ([0, 1, 2, 3], [0, 3, 4], 4, True)
     >>> p.pad(p.pack(torch.arange(6.0).view(2, 3))).tolist()
@@ -66,18 +66,9 @@ class Packing:
         return self.num_tokens < self.batch * self.length
 
     @classmethod
-    def from_lengths(cls, lengths: torch.Tensor, length: int) -> "Packing":
-        """Rows of length lengths[b] (B,), right-padded to ``length``; computed where lengths lie."""
-        lengths = lengths.to(torch.int32)
-        batch = lengths.shape[0]
-        real = torch.arange(length, device=lengths.device) < lengths[:, None]  # (B, T) bool
-        rows = real.reshape(-1).nonzero().squeeze(1)
-        cu_seqlens = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
-        return cls(rows, cu_seqlens, batch, length, int(rows.shape[0]))
-
-    @classmethod
     def of(cls, attention_mask: torch.Tensor) -> "Packing":
-        """From a (B, T) mask, 1 = token. On a GPU this waits for the device (to learn n).
+        """From a (B, T) mask, 1 = token, computed where the mask lies: on the CPU with the
+        batch (the data pipeline), or on a GPU, where it waits for the device (to learn n).
 
         ``rows`` follow the mask exactly; ``cu_seqlens`` (the varlen kernel's layout) assume
         right padding, as XLM-R's batches have."""
