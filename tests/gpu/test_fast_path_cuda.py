@@ -14,6 +14,28 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
 
 
+def _demo_micro_step(non_blocking: bool = False):
+    """The demo size's encoder (dropout 0) and contrast on the GPU, and one micro-step's
+    MMLM, TLM and XLCO batches there: (encoder, contrast, [mmlm, tlm, xlco])."""
+    from infoxlm.bench.joint_step import train_config
+    from infoxlm.bench.sizes import SIZES
+    from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+    from infoxlm.model.config import EncoderConfig
+    from infoxlm.model.encoder import Encoder
+    from infoxlm.objectives.xlco import MomentumContrast
+
+    size, device = SIZES["demo"], torch.device("cuda")
+    config = train_config(size, device, bf16=True)
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
+    encoder.set_dropout(0.0)
+    contrast = MomentumContrast.from_config(encoder, config.contrast)
+    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 16, 16, 32, 8192)
+    data = synthetic_step(spec, 0)
+    batches = [b.to(device, non_blocking=non_blocking) for b in (data.mmlm[0], data.tlm[0], data.xlco[0])]
+    return encoder.to(device), contrast.to(device), batches
+
+
 def test_fused_cross_entropy_matches_plain_fp32():
     from infoxlm.objectives.vocab_loss import _fused_runs_on, plain_token_cross_entropy, token_cross_entropy
 
@@ -68,24 +90,9 @@ def test_fused_cross_entropy_over_a_padded_vocabulary():
 
 def test_joint_losses_and_gradients_match_the_plain_path(monkeypatch):
     import infoxlm.train.joint_model as joint_model
-    from infoxlm.bench.joint_step import train_config
-    from infoxlm.bench.sizes import SIZES
-    from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
-    from infoxlm.model.config import EncoderConfig
-    from infoxlm.model.encoder import Encoder
     from infoxlm.objectives.vocab_loss import plain_token_cross_entropy
-    from infoxlm.objectives.xlco import MomentumContrast
 
-    size, device = SIZES["demo"], torch.device("cuda")
-    config = train_config(size, device, bf16=True)
-    torch.manual_seed(0)
-    encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
-    encoder.set_dropout(0.0)
-    contrast = MomentumContrast.from_config(encoder, config.contrast)
-    encoder, contrast = encoder.to(device), contrast.to(device)
-    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 16, 16, 32, 8192)
-    data = synthetic_step(spec, 0)
-    batches = [b.to(device) for b in (data.mmlm[0], data.tlm[0], data.xlco[0])]
+    encoder, contrast, batches = _demo_micro_step()
 
     def run(fast: bool):
         # The fast path as the trainer runs it in one process: word-embedding gradient in place.
@@ -154,24 +161,10 @@ def test_a_micro_step_never_waits_on_the_device():
     """Forward and backward of a joint micro-step, on batches that carry their host-made
     packings, queue their kernels without reading anything back from the device: with
     torch's sync debug mode set to "error", any synchronising call raises."""
-    from infoxlm.bench.joint_step import train_config
-    from infoxlm.bench.sizes import SIZES
-    from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
-    from infoxlm.model.config import EncoderConfig
-    from infoxlm.model.encoder import Encoder
-    from infoxlm.objectives.xlco import MomentumContrast
     from infoxlm.train.joint_model import JointModel
 
-    size, device = SIZES["demo"], torch.device("cuda")
-    config = train_config(size, device, bf16=True)
-    torch.manual_seed(0)
-    encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
-    encoder.set_dropout(0.0)
-    contrast = MomentumContrast.from_config(encoder, config.contrast)
-    model = JointModel(encoder.to(device), contrast.to(device), grad_in_place=True)
-    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 16, 16, 32, 8192)
-    data = synthetic_step(spec, 0)
-    batches = [b.to(device, non_blocking=True) for b in (data.mmlm[0], data.tlm[0], data.xlco[0])]
+    encoder, contrast, batches = _demo_micro_step(non_blocking=True)
+    model = JointModel(encoder, contrast, grad_in_place=True)
     assert all(b.num_padding > 0 for b in batches[1:])  # the packed paths run
 
     def micro_step():
