@@ -21,26 +21,52 @@ def test_head_counts_masked_tokens_only():
     assert mlm_head_forward_flops(3, SHAPE) == 3 * (2 * 16 + 2 * 4 * 10)
 
 
+def test_top_layer_counts_only_the_outputs_read():
+    # one sequence of 5 tokens, 2 layers, 2 top-layer outputs read: the lower layer as before
+    # (2·128·5 + 4·5·4·5); the top: keys and values of all 5 (4·16·5), query, output
+    # projection and feed-forward of the 2 (2·(2·16 + 2·4·8)·2), attention for 2 queries (4·2·4·5)
+    lower = 2 * 128 * 5 + 4 * 5 * 4 * 5
+    top = 4 * 16 * 5 + 2 * (2 * 16 + 2 * 4 * 8) * 2 + 4 * 2 * 4 * 5
+    assert encoder_forward_flops([5], SHAPE, 2, outputs=[2]) == lower + top
+    # every output read is the full count
+    assert encoder_forward_flops([5, 3], SHAPE, 2, outputs=[5, 3]) == encoder_forward_flops([5, 3], SHAPE, 2)
+    assert encoder_forward_flops([5], SHAPE, 0) == 0.0
+    with pytest.raises(ValueError, match="at most its length"):
+        encoder_forward_flops([5], SHAPE, 2, outputs=[6])
+
+
 def test_joint_step_by_hand():
     f = joint_step_flops(
         SHAPE,
-        mmlm_lengths=[6], mmlm_masked=1,
-        tlm_lengths=[4, 2], tlm_masked=2,
+        mmlm_lengths=[6], mmlm_masked=[1],
+        tlm_lengths=[4, 2], tlm_masked=[1, 1],
         xlco_query_lengths=[3], xlco_key_lengths=[5],
         contrast_layer=1, queue_size=7,
     )
-    layer = 128
-    mmlm_fwd = 2 * layer * 3 * 6 + 4 * 6 * 6 * 4 * 3 + (2 * 16 + 2 * 4 * 10)
-    tlm_fwd = 2 * layer * 3 * 6 + 4 * 4 * 3 * (16 + 4) + 2 * (2 * 16 + 2 * 4 * 10)
-    query_fwd = 2 * layer * 1 * 3 + 4 * 4 * 1 * 9 + 2 * 16  # one layer, + projection
+    layer, d, ff = 128, 4, 8
+    head = 2 * 16 + 2 * 4 * 10
+
+    def top(T: int, m: int) -> int:  # the top layer of a sequence of T tokens, m outputs read
+        return 4 * d * d * T + 2 * (2 * d * d + 2 * d * ff) * m + 4 * m * d * T
+
+    mmlm_fwd = 2 * layer * 2 * 6 + 4 * 6 * 6 * 4 * 2 + top(6, 1) + head
+    tlm_fwd = 2 * layer * 2 * 6 + 4 * 4 * 2 * (16 + 4) + top(4, 1) + top(2, 1) + 2 * head
+    query_fwd = top(3, 1) + 2 * 16  # one layer read at <s> only, + projection
     logits = 2 * 4 * (1 + 7)
-    key_fwd = 2 * layer * 1 * 5 + 4 * 4 * 1 * 25 + 2 * 16
+    key_fwd = top(5, 1) + 2 * 16
     assert f.mmlm == 3 * mmlm_fwd
     assert f.tlm == 3 * tlm_fwd
     assert f.xlco_query == 3 * query_fwd + 2 * logits
     assert f.xlco_key == key_fwd  # forward only: the key encoder gets no gradient
     assert f.total == f.mmlm + f.tlm + f.xlco_query + f.xlco_key
     assert f.to_dict()["total"] == f.total
+    # mean pooling reads every token of the universal layer
+    mean = joint_step_flops(
+        SHAPE, mmlm_lengths=[6], mmlm_masked=[1], tlm_lengths=[4, 2], tlm_masked=[1, 1],
+        xlco_query_lengths=[3], xlco_key_lengths=[5], contrast_layer=1, queue_size=7, pooling="mean",
+    )
+    assert mean.xlco_key == 2 * layer * 5 + 4 * 4 * 25 + 2 * 16
+    assert mean.mmlm == f.mmlm
 
 
 def test_base_mmlm_token_matches_the_cost_notes():
@@ -53,8 +79,11 @@ def test_base_mmlm_token_matches_the_cost_notes():
 
 def test_rejects_a_layer_outside_the_model():
     with pytest.raises(ValueError, match="contrast_layer=4"):
-        joint_step_flops(SHAPE, mmlm_lengths=[], mmlm_masked=0, tlm_lengths=[], tlm_masked=0,
+        joint_step_flops(SHAPE, mmlm_lengths=[], mmlm_masked=[], tlm_lengths=[], tlm_masked=[],
                          xlco_query_lengths=[], xlco_key_lengths=[], contrast_layer=4, queue_size=1)
+    with pytest.raises(ValueError, match="pooling='max'"):
+        joint_step_flops(SHAPE, mmlm_lengths=[], mmlm_masked=[], tlm_lengths=[], tlm_masked=[],
+                         xlco_query_lengths=[], xlco_key_lengths=[], contrast_layer=1, queue_size=1, pooling="max")
 
 
 def test_peak_table_and_mfu():

@@ -86,20 +86,58 @@ def test_a_given_packing_computes_what_the_mask_gives(mixed_batch):
     assert not out.packed and torch.equal(out.token_states(), out.last_hidden_state[0])
 
 
+def test_states_at_chosen_tokens_match_the_full_pass_values_and_gradients(mixed_batch):
+    """``states_at`` runs the top layer's row-wise part on the chosen real tokens only; the
+    states there, and every parameter's gradient through them, are the full pass's."""
+    from infoxlm.model.packing import Packing
+
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120, num_hidden_layers=3)).eval()
+    ids, mask = mixed_batch
+    packing = Packing.of(mask)
+    rows = torch.tensor([0, 3, 4, packing.num_tokens - 1])  # among the real tokens, row-major
+    weights = torch.randn(len(rows), enc.config.hidden_size)
+    ran_rows = []
+    top = enc.encoder.layer[-1]
+    top.output.dense.register_forward_hook(lambda _m, inputs, _o: ran_rows.append(inputs[0].shape[0]))
+    for skip_padding in (False, True):
+        enc.skip_padding = skip_padding
+        for num_layers in (0, 1, 3):
+            enc.zero_grad()
+            full = enc(ids, mask, num_layers=num_layers).token_states()[rows]
+            (full * weights).sum().backward()
+            expected = {name: p.grad.clone() for name, p in enc.named_parameters() if p.grad is not None}
+            enc.zero_grad()
+            ran_rows.clear()
+            chosen = enc.states_at(ids, rows, mask, num_layers=num_layers, packing=packing)
+            (chosen * weights).sum().backward()
+            assert chosen.shape == (len(rows), enc.config.hidden_size)
+            assert torch.allclose(chosen, full, atol=TOL), (skip_padding, num_layers)
+            got = {name: p.grad for name, p in enc.named_parameters() if p.grad is not None}
+            assert got.keys() == expected.keys()
+            for name, grad in got.items():
+                assert torch.allclose(grad, expected[name], atol=TOL), (skip_padding, num_layers, name)
+            if num_layers == 3:
+                assert ran_rows == [len(rows)]  # the top feed-forward saw the chosen rows only
+
+
 def test_compiled_layers_compute_what_the_eager_ones_do(mixed_batch):
     """``compile_layers`` (the trainer's run.compile) wraps every layer in torch.compile with
     dynamic shapes; traced here with the eager backend (no code generation on a CPU)."""
     torch.manual_seed(0)
     enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
     ids, mask = mixed_batch
+    rows = torch.tensor([1, 12, 18])  # real tokens whose final states alone are asked for
     with torch.no_grad():
         eager = enc(ids, mask).hidden_states
         enc.compile_layers(backend="eager")
         assert all(layer._compiled_call_impl is not None for layer in enc.encoder.layer)
         compiled = enc(ids, mask).hidden_states
+        chosen = enc.states_at(ids, rows, mask)  # the top layer's call with rows to keep
         shorter = enc(ids[:, :7], mask[:, :7]).last_hidden_state  # a new length: no error, no stale graph
     for a, b in zip(eager, compiled):
         assert torch.equal(a, b)
+    assert torch.allclose(chosen, eager[-1][mask.bool()][rows], atol=TOL)
     assert shorter.shape == (3, 7, enc.config.hidden_size)
 
 

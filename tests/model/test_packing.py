@@ -51,3 +51,14 @@ def test_to_keeps_the_host_counts():
     moved = packing.to("cpu", non_blocking=True)
     assert (moved.batch, moved.length, moved.num_tokens) == (2, 2, 3)
     assert torch.equal(moved.rows, packing.rows) and torch.equal(moved.cu_seqlens, packing.cu_seqlens)
+
+
+def test_sequence_means_average_each_rows_real_tokens():
+    lengths, width = [3, 1, 4], 4
+    mask = _mask(lengths, width)
+    packing = Packing.of(mask)
+    x = torch.randn(3, width, 5)
+    expected = torch.stack([x[i, :n].mean(dim=0) for i, n in enumerate(lengths)])
+    assert torch.allclose(packing.sequence_means(packing.pack(x)), expected, atol=1e-6)
+    low = packing.sequence_means(packing.pack(x).bfloat16())  # summed in fp32, handed back in bf16
+    assert low.dtype == torch.bfloat16 and torch.allclose(low.float(), expected, atol=2e-2)

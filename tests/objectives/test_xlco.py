@@ -162,6 +162,28 @@ def test_mean_pooling_reads_the_real_tokens_of_the_universal_layer(encoder, view
     assert torch.allclose(xlco.encode_keys(ids, mask), q, atol=1e-5)  # the key side pools alike
 
 
+def test_cls_pooling_reads_the_first_token_of_the_universal_layer(encoder, views):
+    """The paper's pooling: the <s> state, from a pass whose universal layer runs its
+    row-wise part on the <s> rows only; values and gradients as from the full layer."""
+    ids, mask = views
+    xlco = MomentumContrast(encoder, layer=2, queue_size=16)  # pooling="cls"
+    encoder.eval()
+    weights = torch.randn(4, encoder.config.hidden_size)
+    q = xlco.encode_queries(encoder, ids, mask)  # (4, d)
+    (q * weights).sum().backward()
+    got = {name: p.grad.clone() for name, p in encoder.named_parameters() if p.grad is not None}
+    encoder.zero_grad()
+    states = encoder(ids, mask, num_layers=2).last_hidden_state  # (4, 7, d)
+    expected = states[:, 0] @ xlco.query_projection.weight.t()
+    (expected * weights).sum().backward()
+    assert torch.allclose(q, expected, atol=1e-5)
+    for name, p in encoder.named_parameters():
+        if p.grad is not None:
+            assert torch.allclose(got[name], p.grad, atol=1e-5), name
+    with torch.no_grad():
+        assert torch.allclose(xlco.encode_keys(ids, mask), q, atol=1e-5)  # the key side pools alike
+
+
 def test_accuracy_counts_ties_as_misses():
     collapsed = torch.full((3, 5), 7.0)  # every key scores the same: a collapsed encoder
     assert positive_ranked_first(collapsed).tolist() == [False, False, False]

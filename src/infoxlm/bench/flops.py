@@ -2,21 +2,27 @@
 
 "Useful" counts the arithmetic the method needs, on real (non-padding) tokens only, so a
 faster implementation never earns a better MFU by doing extra work (padding, vocabulary
-logits at unmasked positions, key layers above the universal layer). A multiply-add is 2
-FLOPs. With d the hidden size, f the feed-forward size, V the vocabulary, K the queue size:
+logits at unmasked positions, key layers above the universal layer, top-layer outputs
+nobody reads). A multiply-add is 2 FLOPs. With d the hidden size, f the feed-forward size,
+V the vocabulary, K the queue size:
 
     P_layer = 4·d² + 2·d·f                  matmul weights of one layer (Q, K, V, O, two FFN)
-    encoder forward, one sequence of T real tokens through n layers:
-        2·P_layer·n·T                       the weight matmuls, per token
-      + 4·T·d·n·T                           attention: QKᵀ and A·V, 2·T·d each per token and layer
+    encoder forward, one sequence of T real tokens through n layers, m of whose top-layer
+    outputs are read (m = T unless said otherwise):
+        2·P_layer·(n − 1)·T                 the weight matmuls below the top layer, per token
+      + 4·d²·T + 2·(2·d² + 2·d·f)·m         top layer: keys and values of every token; query,
+                                            output projection and feed-forward of the m only
+      + 4·T·d·(n − 1)·T + 4·m·d·T           attention: QKᵀ and A·V, 2·T·d each per query and layer
     embeddings                              free (a gather)
     MLM head forward, per *masked* token:   2·d·d (dense) + 2·d·V (tied decoder)
     XLCO, per query:                        2·d·d (projection) + 2·d·(1 + K) (positive + queue logits)
 
-    MMLM, TLM      3 × (encoder forward over all L layers + head over masked tokens)
+    MMLM, TLM      3 × (encoder forward over all L layers, m = the masked tokens
+                        + head over the masked tokens)
     XLCO query     3 × (encoder forward to the universal layer l + projection)
                    + 2 × logits (forward, and the gradient for q only: the queue is not trained)
     XLCO key       1 × (encoder forward to layer l + projection): no backward
+                   (m = 1 per view with the paper's <s> pooling; m = T with mean pooling)
 
 Backward = 2 × forward for everything trained (gradients for activations and for weights).
 In-batch negatives (``contrast.in_batch_negatives``, the demo's) add 2·d·(B − 1) logit FLOPs
@@ -27,6 +33,8 @@ per query, under 0.1 % of the demo's step; they are not counted.
     32
     >>> encoder_forward_flops([3], shape, 1)  # 2·32·3 + 4·3·2·3
     264.0
+    >>> encoder_forward_flops([3], shape, 1, outputs=[1])  # 4·4·3 + 2·(2·4 + 2·2·4)·1 + 4·1·2·3
+    120.0
 """
 
 from __future__ import annotations
@@ -53,11 +61,22 @@ class ModelShape:
         return 4 * d * d + 2 * d * f
 
 
-def encoder_forward_flops(lengths: Sequence[int], shape: ModelShape, num_layers: int) -> float:
-    """Forward FLOPs of sequences with these real lengths through ``num_layers`` layers."""
-    T = np.asarray(lengths, dtype=np.float64)  # (n,)
-    d, n = shape.hidden_size, num_layers
-    return float((2.0 * shape.layer_params * n * T + 4.0 * T * T * d * n).sum())
+def encoder_forward_flops(
+    lengths: Sequence[int], shape: ModelShape, num_layers: int, outputs: Sequence[int] | None = None
+) -> float:
+    """Forward FLOPs of sequences with these real lengths through ``num_layers`` layers.
+
+    ``outputs``: per sequence, how many of its top-layer outputs are read (default: all)."""
+    T = np.asarray(lengths, dtype=np.float64)  # (s,)
+    m = T if outputs is None else np.asarray(outputs, dtype=np.float64)  # (s,)
+    if m.shape != T.shape or (m > T).any():
+        raise ValueError(f"outputs {list(m)}: expected one count per sequence, each at most its length {list(T)}")
+    if num_layers == 0:
+        return 0.0
+    d, f, below = shape.hidden_size, shape.intermediate_size, num_layers - 1
+    lower = 2.0 * shape.layer_params * below * T + 4.0 * T * T * d * below
+    top = 4.0 * d * d * T + 2.0 * (2.0 * d * d + 2.0 * d * f) * m + 4.0 * m * T * d
+    return float((lower + top).sum())
 
 
 def mlm_head_forward_flops(num_masked: int, shape: ModelShape) -> float:
@@ -87,30 +106,43 @@ def joint_step_flops(
     shape: ModelShape,
     *,
     mmlm_lengths: Sequence[int],
-    mmlm_masked: int,
+    mmlm_masked: Sequence[int],
     tlm_lengths: Sequence[int],
-    tlm_masked: int,
+    tlm_masked: Sequence[int],
     xlco_query_lengths: Sequence[int],
     xlco_key_lengths: Sequence[int],
     contrast_layer: int,
     queue_size: int,
+    pooling: str = "cls",
 ) -> StepFlops:
-    """Useful FLOPs of one MMLM + TLM + XLCO step (see the module docstring for the formula)."""
+    """Useful FLOPs of one MMLM + TLM + XLCO step (see the module docstring for the formula).
+
+    ``*_masked``: masked tokens per sequence; ``pooling``: XLCO's, "cls" (the paper) or "mean"."""
     if not 1 <= contrast_layer <= shape.num_layers:
         raise ValueError(f"contrast_layer={contrast_layer}: expected 1 … {shape.num_layers}")
     if len(xlco_query_lengths) != len(xlco_key_lengths):
         raise ValueError(
             f"{len(xlco_query_lengths)} query views but {len(xlco_key_lengths)} key views; expected one key per query"
         )
+    if pooling not in ("cls", "mean"):
+        raise ValueError(f"pooling={pooling!r}: expected 'cls' or 'mean'")
     d, L = shape.hidden_size, shape.num_layers
     queries = len(xlco_query_lengths)
     projection = 2.0 * d * d * queries
     logits = 2.0 * d * (1 + queue_size) * queries
-    mmlm = 3.0 * (encoder_forward_flops(mmlm_lengths, shape, L) + mlm_head_forward_flops(mmlm_masked, shape))
-    tlm = 3.0 * (encoder_forward_flops(tlm_lengths, shape, L) + mlm_head_forward_flops(tlm_masked, shape))
-    query = 3.0 * (encoder_forward_flops(xlco_query_lengths, shape, contrast_layer) + projection) + 2.0 * logits
-    key = encoder_forward_flops(xlco_key_lengths, shape, contrast_layer) + projection
-    return StepFlops(mmlm=mmlm, tlm=tlm, xlco_query=query, xlco_key=key)
+
+    def masked_lm(lengths: Sequence[int], masked: Sequence[int]) -> float:
+        return 3.0 * (encoder_forward_flops(lengths, shape, L, masked) + mlm_head_forward_flops(sum(masked), shape))
+
+    def view(lengths: Sequence[int]) -> float:  # one forward to the universal layer
+        read = [1] * len(lengths) if pooling == "cls" else None
+        return encoder_forward_flops(lengths, shape, contrast_layer, read)
+
+    query = 3.0 * (view(xlco_query_lengths) + projection) + 2.0 * logits
+    key = view(xlco_key_lengths) + projection
+    return StepFlops(
+        mmlm=masked_lm(mmlm_lengths, mmlm_masked), tlm=masked_lm(tlm_lengths, tlm_masked), xlco_query=query, xlco_key=key
+    )
 
 
 # Dense bf16 peak of the accelerators we compare against (no sparsity), FLOP/s. Keys are

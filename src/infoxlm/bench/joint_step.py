@@ -90,22 +90,24 @@ def check_losses(engine: dict[str, float], baseline: dict[str, float], rtol: flo
     return {name: [engine[name], baseline[name]] for name in engine}
 
 
-def data_flops(data: StepData, shape: ModelShape, layer: int, queue_size: int) -> StepFlops:
-    """Useful FLOPs of a step's batches (real lengths read off the attention masks)."""
+def data_flops(data: StepData, shape: ModelShape, size: BenchSize) -> StepFlops:
+    """Useful FLOPs of a step's batches (real lengths and masked tokens read off their masks)
+    under the size's contrast settings."""
 
-    def lengths(batches) -> list[int]:
-        return [n for b in batches for n in b.attention_mask.sum(dim=1).tolist()]
+    def per_row(batches, mask: str) -> list[int]:
+        return [n for b in batches for n in getattr(b, mask).sum(dim=1).tolist()]
 
     return joint_step_flops(
         shape,
-        mmlm_lengths=lengths(data.mmlm),
-        mmlm_masked=data.stats["mmlm"].num_masked,
-        tlm_lengths=lengths(data.tlm),
-        tlm_masked=data.stats["tlm"].num_masked,
-        xlco_query_lengths=lengths(b.query for b in data.xlco),
-        xlco_key_lengths=lengths(b.key for b in data.xlco),
-        contrast_layer=layer,
-        queue_size=queue_size,
+        mmlm_lengths=per_row(data.mmlm, "attention_mask"),
+        mmlm_masked=per_row(data.mmlm, "masked_positions"),
+        tlm_lengths=per_row(data.tlm, "attention_mask"),
+        tlm_masked=per_row(data.tlm, "masked_positions"),
+        xlco_query_lengths=per_row((b.query for b in data.xlco), "attention_mask"),
+        xlco_key_lengths=per_row((b.key for b in data.xlco), "attention_mask"),
+        contrast_layer=size.contrast_layer,
+        queue_size=size.queue_size,
+        pooling=size.pooling,
     )
 
 
@@ -246,7 +248,7 @@ def run_benchmark(
             record = timed[side.name]
             record["seconds"].append(seconds)
             record["tokens"].append(tokens)
-            record["flops"].append(data_flops(cache[index], shape, spec_size.contrast_layer, spec_size.queue_size).total)
+            record["flops"].append(data_flops(cache[index], shape, spec_size).total)
             record["phases"].append(dict(timer.seconds))
         cache.pop(index, None)
         log(f"[bench] step {j + 1}/{steps}: " + ", ".join(f"{n} {timed[n]['seconds'][-1]:.3f} s" for n in timed))

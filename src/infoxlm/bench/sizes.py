@@ -73,6 +73,11 @@ class BenchSize:
     def queue_size(self) -> int:
         return self.contrast["queue_size"]
 
+    @property
+    def pooling(self) -> str:
+        """The contrast's sentence vector: "cls" (the paper's <s> state) unless the size says otherwise."""
+        return self.contrast.get("pooling", "cls")
+
     def batches(self, device_type: str) -> Batches:
         return self.cuda if device_type == "cuda" else self.cpu
 

@@ -33,7 +33,7 @@ from .autocast import autocast_dtype
 from .config import EncoderConfig
 from .layer_norm import LayerNorm
 from .mlm_head import MLMHead, add_into_grad
-from .packing import Packing
+from .packing import Packing, select_rows
 
 try:  # flash attention over packed sequences of different lengths (torch ≥ 2.9)
     from torch.nn.attention.varlen import varlen_attn
@@ -215,14 +215,26 @@ class TransformerLayer(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.varlen_attention = True  # see the class docstring; Encoder.set_varlen_attention
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, packing: Packing | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None,
+        packing: Packing | None = None,
+        keep: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         # x (B, T, d), or (n, d) the real tokens only when packing is given; attn_mask
-        # (B, 1, 1, T) bool, True = may attend, or None for no padding.
+        # (B, 1, 1, T) bool, True = may attend, or None for no padding. keep (k,) long: compute
+        # the output at these rows of x (flattened to (B·T, d) or (n, d)) only → (k, d).
         dropout_p = self.attention_dropout if self.training else 0.0
         if packing is not None and self.varlen_attention and varlen_attention_applies(x, dropout_p):
             context = self._packed_attention(x, packing)
         else:
             context = self._padded_attention(x, attn_mask, packing, dropout_p)
+        if keep is not None:
+            # Every row's keys and values were needed above; everything below is row-wise,
+            # so rows nobody reads are dropped before three quarters of the layer's products.
+            d = x.shape[-1]
+            x, context = select_rows(x.reshape(-1, d), keep), select_rows(context.reshape(-1, d), keep)  # (k, d)
         out = self.attention.output
         x = out.LayerNorm(x + self.dropout(out.dense(context)))
         ffn = self.output.dense(F.gelu(self.intermediate.dense(x)))
@@ -342,6 +354,41 @@ class Encoder(nn.Module):
         batches carry one), so that the pass never waits on the device to learn it; default:
         computed from the mask, which on a GPU waits for every queued kernel.
         """
+        return EncoderOutput(*self._encode(input_ids, attention_mask, position_ids, num_layers, packing, None))
+
+    def states_at(
+        self,
+        input_ids: torch.Tensor,
+        rows: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        *,
+        position_ids: torch.Tensor | None = None,
+        num_layers: int | None = None,
+        packing: Packing | None = None,
+    ) -> torch.Tensor:
+        """The states after ``num_layers`` layers at chosen real tokens only: (k, d), the same
+        as ``forward(...).token_states(num_layers)[rows]``.
+
+        rows (k,) long, distinct: indices among the batch's n real tokens in row-major order
+        (the order of ``token_states``). The top layer still needs every token's keys and
+        values, but its output projection, feed-forward pair and LayerNorms (three quarters
+        of its products) run on the k rows only: a masked-LM loss reads the masked tokens'
+        final states, ``<s>`` pooling one token per sentence. Other arguments as ``forward``.
+        """
+        states, _, _ = self._encode(input_ids, attention_mask, position_ids, num_layers, packing, rows)
+        return states[-1]
+
+    def _encode(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        num_layers: int | None,
+        packing: Packing | None,
+        rows: torch.Tensor | None,
+    ) -> tuple[list[torch.Tensor], Packing, bool]:
+        """The states of a pass (each (n, d) if packed, else (B, T, d)), its packing and whether
+        it ran packed; with ``rows`` (see ``states_at``) the last state is (k, d) at those rows."""
         L = self.config.num_hidden_layers
         num_layers = L if num_layers is None else num_layers
         if not 0 <= num_layers <= L:
@@ -356,6 +403,8 @@ class Encoder(nn.Module):
             mask = attention_mask.bool() if attention_mask is not None else packing.attention_mask()
             attn_mask = mask[:, None, None, :]  # (B, 1, 1, T)
         packed = self.skip_padding and packing.has_padding
+        # The chosen real tokens as rows of a state flattened to (n, d) or (B·T, d).
+        keep = None if rows is None else rows if packed or not packing.has_padding else packing.rows[rows]
 
         if packed:
             if position_ids is None:
@@ -363,11 +412,14 @@ class Encoder(nn.Module):
             x = self.embeddings(packing.pack(input_ids), packing.pack(position_ids))  # (n, d)
         else:
             x = self.embeddings(input_ids, position_ids)  # (B, T, d)
+        if keep is not None and num_layers == 0:
+            return [select_rows(x.reshape(-1, x.shape[-1]), keep)], packing, packed
         states = [x]
-        for layer in self.encoder.layer[:num_layers]:
-            x = layer(x, attn_mask, packing if packed else None)
+        for i, layer in enumerate(self.encoder.layer[:num_layers]):
+            top = i == num_layers - 1
+            x = layer(x, attn_mask, packing if packed else None, keep if top else None)
             states.append(x)
-        return EncoderOutput(states, packing, packed)
+        return states, packing, packed
 
     def set_word_grad_in_place(self, enabled: bool) -> None:
         """Add the tied word-embedding gradient straight into ``.grad`` (embedding lookup and MLM

@@ -94,3 +94,11 @@ class Packing:
         """(n, ...) → (B, T, ...), zeros at the padding."""
         flat = x.new_zeros(self.batch * self.length, *x.shape[1:]).index_copy(0, self.rows, x)
         return flat.view(self.batch, self.length, *x.shape[1:])
+
+    def sequence_means(self, x: torch.Tensor) -> torch.Tensor:
+        """(n, d) packed → (B, d): each sequence's mean over its real tokens (0 for an empty
+        one), summed in fp32 and returned in x's dtype; no padded (B, T, d) state is made."""
+        sequence = torch.div(self.rows, self.length, rounding_mode="floor")  # (n,) each token's row
+        sums = torch.zeros(self.batch, x.shape[1], dtype=torch.float32, device=x.device).index_add(0, sequence, x.float())
+        counts = (self.cu_seqlens[1:] - self.cu_seqlens[:-1]).clamp(min=1)  # (B,) real tokens per row
+        return (sums / counts.unsqueeze(1)).to(x.dtype)

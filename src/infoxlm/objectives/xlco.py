@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..embedding import POOLINGS, pool
+from ..embedding import POOLINGS
 from ..model.encoder import Encoder
 from ..model.packing import Packing
 
@@ -195,10 +195,24 @@ class MomentumContrast(nn.Module):
 
     # --- encoding -------------------------------------------------------------------------
 
-    def _project(self, hidden: torch.Tensor, attention_mask: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
-        # hidden (B, T, d) at the universal layer → sentence vector (B, d) → projected (B, d):
-        # the <s> state (the paper) or the mean over real tokens, as retrieval pools them
-        z = projection(pool(hidden, attention_mask, self.pooling))
+    def _sentence_vectors(
+        self, encoder: Encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, packing: Packing | None
+    ) -> torch.Tensor:
+        """(B, T) views → (B, d): each sentence's state at the universal layer, pooled as
+        ``embedding.pool`` does over a padded state — the ``<s>`` state (the paper) or the mean over real
+        tokens (as retrieval pools them) — with nothing computed that the pooling does not read."""
+        if packing is None:
+            packing = Packing.of(attention_mask)
+        if self.pooling == "cls":
+            # Each view's <s> among its real tokens: the first of its row (views are never empty).
+            first = packing.cu_seqlens[:-1].long()  # (B,)
+            return encoder.states_at(input_ids, first, attention_mask, num_layers=self.layer, packing=packing)
+        tokens = encoder(input_ids, attention_mask, num_layers=self.layer, packing=packing).token_states()  # (n, d)
+        return packing.sequence_means(tokens)
+
+    def _project(self, vectors: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
+        # sentence vectors (B, d) → contrast space (B, d), unit length with normalize
+        z = projection(vectors)
         return F.normalize(z, dim=-1) if self.normalize else z
 
     def encode_queries(
@@ -207,8 +221,8 @@ class MomentumContrast(nn.Module):
         """Query vectors (B, d), with gradients, from the query encoder stopped at the universal layer.
 
         ``packing``: the batch's, if it carries one (see ``Encoder.forward``)."""
-        hidden = encoder(input_ids, attention_mask, num_layers=self.layer, packing=packing).last_hidden_state
-        return self._project(hidden, attention_mask, self.query_projection)
+        vectors = self._sentence_vectors(encoder, input_ids, attention_mask, packing)
+        return self._project(vectors, self.query_projection)
 
     @torch.no_grad()
     def encode_keys(
@@ -223,12 +237,12 @@ class MomentumContrast(nn.Module):
         if self.key_encoder is None:
             if encoder is None:
                 raise ValueError("use_momentum=False: keys come from the query encoder; pass encoder=")
-            hidden = encoder(input_ids, attention_mask, num_layers=self.layer, packing=packing).last_hidden_state
-            return self._project(hidden, attention_mask, self.query_projection).detach()
+            vectors = self._sentence_vectors(encoder, input_ids, attention_mask, packing)
+            return self._project(vectors, self.query_projection).detach()
         # Keys are computed without dropout: a target that is not itself noisy.
         self.key_encoder.eval()
-        hidden = self.key_encoder(input_ids, attention_mask, packing=packing).last_hidden_state
-        return self._project(hidden, attention_mask, self.key_projection)
+        vectors = self._sentence_vectors(self.key_encoder, input_ids, attention_mask, packing)
+        return self._project(vectors, self.key_projection)
 
     def forward(
         self,

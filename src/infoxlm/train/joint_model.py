@@ -16,7 +16,6 @@ from torch import nn
 
 from ..data.batching import ContrastBatch, MLMBatch
 from ..model.encoder import Encoder
-from ..model.packing import select_rows
 from ..objectives.vocab_loss import token_cross_entropy
 from ..objectives.xlco import MomentumContrast, positive_ranked_first
 
@@ -84,9 +83,8 @@ class JointModel(nn.Module):
         head is row-wise, so each batch's sum is what a call of its own gives.
         """
         hidden = [
-            select_rows(self.encoder(b.input_ids, b.attention_mask, packing=b.packing).token_states(), b.masked_rows)
-            for b in batches
-        ]  # each (N_i, d): the masked tokens' final states, picked from the real tokens' (n_i, d)
+            self.encoder.states_at(b.input_ids, b.masked_rows, b.attention_mask, packing=b.packing) for b in batches
+        ]  # each (N_i, d): the masked tokens' final states; the top layer runs its rows only
         states = torch.cat(hidden) if len(hidden) > 1 else hidden[0]  # (ΣN_i, d)
         vocab_multiple = VOCAB_MULTIPLE_ON_GPU if states.is_cuda and self.pad_vocabulary else 1
         logits = self.encoder.lm_head(states, vocab_multiple=vocab_multiple)  # (ΣN_i, V), or V padded
