@@ -27,6 +27,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from ..model.encoder import Encoder
+from ..model.packing import Packing
 
 if TYPE_CHECKING:
     from ..tokenizer import Tokenizer
@@ -40,7 +41,7 @@ _UNUSED_PARTS = ("lm_head.", "pooler.")
 class ClassificationHead(nn.Module):
     """RoBERTa's classification head on the ``<s>`` state: dropout → dense → tanh → dropout → out_proj.
 
-    (B, T, d) → logits (B, num_labels). Same layer names and order as Hugging Face's
+    <s> states (B, d) → logits (B, num_labels). Same layer names and order as Hugging Face's
     ``XLMRobertaClassificationHead``, so its weights load there unchanged.
     """
 
@@ -50,8 +51,8 @@ class ClassificationHead(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.out_proj = nn.Linear(hidden_size, num_labels)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        x = self.dropout(hidden[:, 0])  # (B, d): the <s> token
+    def forward(self, first: torch.Tensor) -> torch.Tensor:
+        x = self.dropout(first)  # (B, d): the <s> token's final state
         x = torch.tanh(self.dense(x))
         return self.out_proj(self.dropout(x))  # (B, num_labels)
 
@@ -101,7 +102,10 @@ class SequenceClassifier(TaskModel):
         self._init_head(self.classifier)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.roberta(input_ids, attention_mask).last_hidden_state)
+        # The head reads <s> only, so the top layer runs its row-wise part there only.
+        packing = Packing.of(attention_mask)
+        first = packing.cu_seqlens[:-1].long()  # (B,) each row's <s> among the real tokens
+        return self.classifier(self.roberta.states_at(input_ids, first, attention_mask, packing=packing))
 
 
 class SpanExtractor(TaskModel):
