@@ -17,6 +17,7 @@ def test_rows_and_sequence_starts_of_a_mask():
     assert packing.rows.tolist() == [0, 1, 2, 3, 5, 10, 11, 12]
     assert packing.cu_seqlens.tolist() == [0, 4, 5, 8]
     assert packing.cu_seqlens.dtype == torch.int32
+    assert packing.first_rows.tolist() == [0, 4, 5]  # each sequence's first token among the 8
     assert (packing.batch, packing.length, packing.num_tokens) == (3, 5, 8)
     assert packing.has_padding
     assert torch.equal(packing.attention_mask(), _mask(lengths, width).bool())

@@ -104,8 +104,8 @@ class SequenceClassifier(TaskModel):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         # The head reads <s> only, so the top layer runs its row-wise part there only.
         packing = Packing.of(attention_mask)
-        first = packing.cu_seqlens[:-1].long()  # (B,) each row's <s> among the real tokens
-        return self.classifier(self.roberta.states_at(input_ids, first, attention_mask, packing=packing))
+        first = self.roberta.states_at(input_ids, packing.first_rows, attention_mask, packing=packing)  # (B, d)
+        return self.classifier(first)
 
 
 class SpanExtractor(TaskModel):

@@ -77,6 +77,12 @@ class Packing:
         cu_seqlens = F.pad(mask.sum(1, dtype=torch.int32).cumsum(0, dtype=torch.int32), (1, 0))
         return cls(rows, cu_seqlens, mask.shape[0], mask.shape[1], int(rows.shape[0]))
 
+    @property
+    def first_rows(self) -> torch.Tensor:
+        """(B,) long: each sequence's first real token (its ``<s>``) among the n packed tokens;
+        every sequence must hold at least one token."""
+        return self.cu_seqlens[:-1].long()
+
     def to(self, device, non_blocking: bool = False) -> "Packing":
         move = lambda t: t.to(device, non_blocking=non_blocking)  # noqa: E731
         return Packing(move(self.rows), move(self.cu_seqlens), self.batch, self.length, self.num_tokens)

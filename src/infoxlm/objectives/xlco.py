@@ -199,14 +199,13 @@ class MomentumContrast(nn.Module):
         self, encoder: Encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, packing: Packing | None
     ) -> torch.Tensor:
         """(B, T) views → (B, d): each sentence's state at the universal layer, pooled as
-        ``embedding.pool`` does over a padded state — the ``<s>`` state (the paper) or the mean over real
-        tokens (as retrieval pools them) — with nothing computed that the pooling does not read."""
+        ``embedding.pool`` pools a padded state — the ``<s>`` state (the paper) or the mean over
+        real tokens (as retrieval pools them) — computing nothing the pooling does not read."""
         if packing is None:
             packing = Packing.of(attention_mask)
         if self.pooling == "cls":
-            # Each view's <s> among its real tokens: the first of its row (views are never empty).
-            first = packing.cu_seqlens[:-1].long()  # (B,)
-            return encoder.states_at(input_ids, first, attention_mask, num_layers=self.layer, packing=packing)
+            rows = packing.first_rows  # (B,) each view's <s>
+            return encoder.states_at(input_ids, rows, attention_mask, num_layers=self.layer, packing=packing)
         tokens = encoder(input_ids, attention_mask, num_layers=self.layer, packing=packing).token_states()  # (n, d)
         return packing.sequence_means(tokens)
 
