@@ -31,7 +31,6 @@ sys.path[:0] = [str(TESTS), str(TESTS / "train")]
 
 from test_loop import GOLDEN_OVERRIDES, losses, structured_store  # noqa: E402
 
-from infoxlm.model.encoder import Encoder  # noqa: E402
 from infoxlm.train import joint_model  # noqa: E402
 from infoxlm.train.config import apply_overrides, preset  # noqa: E402
 from infoxlm.train.loop import pretrain  # noqa: E402
@@ -40,20 +39,19 @@ from infoxlm.train.loop import pretrain  # noqa: E402
 @contextlib.contextmanager
 def plain_path():
     """The trainer's model without its speed-ups (see the module docstring)."""
-    states_at, init = Encoder.states_at, joint_model.JointModel.__init__
-
-    def full_top_layer(self, input_ids, rows, attention_mask=None, *, position_ids=None, num_layers=None, packing=None):
-        out = self(input_ids, attention_mask, position_ids=position_ids, num_layers=num_layers)
-        return out.token_states()[rows]
+    init = joint_model.JointModel.__init__
 
     def plain_init(self, encoder, contrast, **options):
         init(self, encoder, contrast, **{**options, "grad_in_place": False, "skip_padding": False, "pad_vocabulary": False})
+        for model in (encoder, contrast.key_encoder if contrast is not None else None):
+            if model is not None:
+                model.top_rows_only = False
 
-    Encoder.states_at, joint_model.JointModel.__init__ = full_top_layer, plain_init
+    joint_model.JointModel.__init__ = plain_init
     try:
         yield
     finally:
-        Encoder.states_at, joint_model.JointModel.__init__ = states_at, init
+        joint_model.JointModel.__init__ = init
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """On a GPU: the fast path (bf16 autocast with a bf16 residual stream, real tokens only with
 variable-length attention, masked-only head with the vocabulary padded to a multiple of 64, fused
-vocabulary cross-entropy, cuDNN-free attention, in-place word-embedding gradient) computes the plain path's losses and
-gradients (fp32, padded, plain cross-entropy) within bf16 tolerance. Skipped without CUDA;
+vocabulary cross-entropy, cuDNN-free attention, in-place word-embedding gradient, top layers on the
+rows read only) computes the plain path's losses and gradients (fp32, padded, plain cross-entropy,
+whole top layers) within bf16 tolerance. Skipped without CUDA;
 run on a GPU machine with ``pytest tests/gpu``."""
 
 import pytest
@@ -97,6 +98,7 @@ def test_joint_losses_and_gradients_match_the_plain_path(monkeypatch):
     def run(fast: bool):
         # The fast path as the trainer runs it in one process: word-embedding gradient in place.
         model = joint_model.JointModel(encoder, contrast, skip_padding=fast, grad_in_place=fast, pad_vocabulary=fast)
+        encoder.top_rows_only = contrast.key_encoder.top_rows_only = fast  # plain: whole top layers
         model.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=fast):
             out = model(*batches)

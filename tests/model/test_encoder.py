@@ -100,8 +100,8 @@ def test_states_at_chosen_tokens_match_the_full_pass_values_and_gradients(mixed_
     ran_rows = []
     top = enc.encoder.layer[-1]
     top.output.dense.register_forward_hook(lambda _m, inputs, _o: ran_rows.append(inputs[0].shape[0]))
-    for skip_padding in (False, True):
-        enc.skip_padding = skip_padding
+    for skip_padding, top_rows_only in ((False, True), (True, True), (True, False)):
+        enc.skip_padding, enc.top_rows_only = skip_padding, top_rows_only
         for num_layers in (0, 1, 3):
             enc.zero_grad()
             full = enc(ids, mask, num_layers=num_layers).token_states()[rows]
@@ -117,8 +117,8 @@ def test_states_at_chosen_tokens_match_the_full_pass_values_and_gradients(mixed_
             assert got.keys() == expected.keys()
             for name, grad in got.items():
                 assert torch.allclose(grad, expected[name], atol=TOL), (skip_padding, num_layers, name)
-            if num_layers == 3:
-                assert ran_rows == [len(rows)]  # the top feed-forward saw the chosen rows only
+            if num_layers == 3:  # the top feed-forward saw the chosen rows only, or every real token
+                assert ran_rows == [len(rows) if top_rows_only else packing.num_tokens]
 
 
 def test_compiled_layers_compute_what_the_eager_ones_do(mixed_batch):

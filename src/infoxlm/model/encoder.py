@@ -300,6 +300,9 @@ class Encoder(nn.Module):
         # Run position-wise parts on real tokens only (see Packing) for batches with padding.
         # Outputs at padding positions are then 0, not what a padded run leaves there.
         self.skip_padding = False
+        # states_at runs the top layer's row-wise part on the chosen rows only; False runs the
+        # whole layer and picks the rows after (the plain computation, to compare against).
+        self.top_rows_only = True
         self.reset_parameters()
 
     @property
@@ -412,13 +415,14 @@ class Encoder(nn.Module):
             x = self.embeddings(packing.pack(input_ids), packing.pack(position_ids))  # (n, d)
         else:
             x = self.embeddings(input_ids, position_ids)  # (B, T, d)
-        if keep is not None and num_layers == 0:
-            return [select_rows(x.reshape(-1, x.shape[-1]), keep)], packing, packed
+        rows_in_top_layer = keep is not None and self.top_rows_only and num_layers > 0
         states = [x]
         for i, layer in enumerate(self.encoder.layer[:num_layers]):
             top = i == num_layers - 1
-            x = layer(x, attn_mask, packing if packed else None, keep if top else None)
+            x = layer(x, attn_mask, packing if packed else None, keep if top and rows_in_top_layer else None)
             states.append(x)
+        if keep is not None and not rows_in_top_layer:  # the whole last state was computed: pick
+            states[-1] = select_rows(x.reshape(-1, x.shape[-1]), keep)
         return states, packing, packed
 
     def set_word_grad_in_place(self, enabled: bool) -> None:
