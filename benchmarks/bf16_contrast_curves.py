@@ -42,10 +42,8 @@ def plain_path():
     init = joint_model.JointModel.__init__
 
     def plain_init(self, encoder, contrast, **options):
-        init(self, encoder, contrast, **{**options, "grad_in_place": False, "skip_padding": False, "pad_vocabulary": False})
-        for model in (encoder, contrast.key_encoder if contrast is not None else None):
-            if model is not None:
-                model.top_rows_only = False
+        plain = {"grad_in_place": False, "skip_padding": False, "top_rows_only": False, "pad_vocabulary": False}
+        init(self, encoder, contrast, **{**options, **plain})
 
     joint_model.JointModel.__init__ = plain_init
     try:

@@ -97,8 +97,9 @@ def test_joint_losses_and_gradients_match_the_plain_path(monkeypatch):
 
     def run(fast: bool):
         # The fast path as the trainer runs it in one process: word-embedding gradient in place.
-        model = joint_model.JointModel(encoder, contrast, skip_padding=fast, grad_in_place=fast, pad_vocabulary=fast)
-        encoder.top_rows_only = contrast.key_encoder.top_rows_only = fast  # plain: whole top layers
+        model = joint_model.JointModel(
+            encoder, contrast, skip_padding=fast, grad_in_place=fast, pad_vocabulary=fast, top_rows_only=fast
+        )
         model.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=fast):
             out = model(*batches)

@@ -195,22 +195,26 @@ class MomentumContrast(nn.Module):
 
     # --- encoding -------------------------------------------------------------------------
 
-    def _sentence_vectors(
-        self, encoder: Encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, packing: Packing | None
+    def _encode(
+        self,
+        encoder: Encoder,
+        projection: nn.Linear,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        packing: Packing | None,
     ) -> torch.Tensor:
-        """(B, T) views → (B, d): each sentence's state at the universal layer, pooled as
-        ``embedding.pool`` pools a padded state — the ``<s>`` state (the paper) or the mean over
-        real tokens (as retrieval pools them) — computing nothing the pooling does not read."""
+        """(B, T) views → contrast vectors (B, d): each sentence's state at the universal layer,
+        pooled as ``embedding.pool`` pools a padded state — the ``<s>`` state (the paper) or the
+        mean over real tokens (as retrieval pools them), computing nothing the pooling does not
+        read — then projected, and unit length with normalize."""
         if packing is None:
             packing = Packing.of(attention_mask)
         if self.pooling == "cls":
             rows = packing.first_rows  # (B,) each view's <s>
-            return encoder.states_at(input_ids, rows, attention_mask, num_layers=self.layer, packing=packing)
-        tokens = encoder(input_ids, attention_mask, num_layers=self.layer, packing=packing).token_states()  # (n, d)
-        return packing.sequence_means(tokens)
-
-    def _project(self, vectors: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
-        # sentence vectors (B, d) → contrast space (B, d), unit length with normalize
+            vectors = encoder.states_at(input_ids, rows, attention_mask, num_layers=self.layer, packing=packing)
+        else:
+            tokens = encoder(input_ids, attention_mask, num_layers=self.layer, packing=packing).token_states()  # (n, d)
+            vectors = packing.sequence_means(tokens)
         z = projection(vectors)
         return F.normalize(z, dim=-1) if self.normalize else z
 
@@ -220,8 +224,7 @@ class MomentumContrast(nn.Module):
         """Query vectors (B, d), with gradients, from the query encoder stopped at the universal layer.
 
         ``packing``: the batch's, if it carries one (see ``Encoder.forward``)."""
-        vectors = self._sentence_vectors(encoder, input_ids, attention_mask, packing)
-        return self._project(vectors, self.query_projection)
+        return self._encode(encoder, self.query_projection, input_ids, attention_mask, packing)
 
     @torch.no_grad()
     def encode_keys(
@@ -236,12 +239,10 @@ class MomentumContrast(nn.Module):
         if self.key_encoder is None:
             if encoder is None:
                 raise ValueError("use_momentum=False: keys come from the query encoder; pass encoder=")
-            vectors = self._sentence_vectors(encoder, input_ids, attention_mask, packing)
-            return self._project(vectors, self.query_projection).detach()
+            return self._encode(encoder, self.query_projection, input_ids, attention_mask, packing).detach()
         # Keys are computed without dropout: a target that is not itself noisy.
         self.key_encoder.eval()
-        vectors = self._sentence_vectors(self.key_encoder, input_ids, attention_mask, packing)
-        return self._project(vectors, self.key_projection)
+        return self._encode(self.key_encoder, self.key_projection, input_ids, attention_mask, packing)
 
     def forward(
         self,

@@ -44,6 +44,8 @@ class JointModel(nn.Module):
     (``Encoder.set_word_grad_in_place``) — for a single process only, never under DDP.
     ``skip_padding``: the query and key encoders run their position-wise parts on real tokens
     only (``Encoder.skip_padding``); the losses read real positions only, so nothing changes.
+    ``top_rows_only``: both encoders run their top layer's row-wise part on the rows the losses
+    read only (``Encoder.top_rows_only``); False runs whole top layers, the plain computation.
     ``pad_vocabulary``: on a GPU, the head's product pads the vocabulary to a multiple of 64
     (``padded_vocab_logits``; the parameters keep V); the loss gives the padding probability 0.
     """
@@ -55,6 +57,7 @@ class JointModel(nn.Module):
         *,
         grad_in_place: bool = False,
         skip_padding: bool = True,
+        top_rows_only: bool = True,
         pad_vocabulary: bool = True,
     ):
         super().__init__()
@@ -64,9 +67,9 @@ class JointModel(nn.Module):
         # Held without registering it: its key encoder and queue must stay out of DDP.
         self._contrast = [contrast]
         encoder.set_word_grad_in_place(grad_in_place)
-        encoder.skip_padding = skip_padding
-        if contrast is not None and contrast.key_encoder is not None:
-            contrast.key_encoder.skip_padding = skip_padding
+        for model in (encoder, contrast.key_encoder if contrast is not None else None):
+            if model is not None:  # the query encoder, and the key encoder where there is one
+                model.skip_padding, model.top_rows_only = skip_padding, top_rows_only
 
     @property
     def contrast(self) -> MomentumContrast | None:
