@@ -63,3 +63,20 @@ def test_a_bad_model_directory_is_a_one_line_error(tmp_path):
     err = result.stderr.decode().strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1
     assert "no config.json" in err
+
+
+def test_file_system_errors_become_one_line_naming_the_path():
+    from infoxlm.cli import describe_os_error
+
+    assert describe_os_error(OSError(28, "No space left on device", "store/mono/de")) == (
+        "no space left on device while writing store/mono/de"
+    )
+    assert describe_os_error(PermissionError(13, "Permission denied", "/srv/x")) == "/srv/x: permission denied"
+    assert describe_os_error(OSError(18, "Invalid cross-device link", "a", None, "b")) == "a → b: invalid cross-device link"
+
+
+def test_a_missing_input_file_is_a_one_line_error(tiny_model_dir, tmp_path):
+    missing = tmp_path / "missing.txt"
+    result = run("embed", "--model", str(tiny_model_dir), "--input", str(missing), "--output", str(tmp_path / "v.npy"))
+    assert result.returncode == 1
+    assert result.stderr.decode().strip() == f"infoxlm: error: {missing}: no such file or directory"

@@ -1,13 +1,17 @@
 """The ``infoxlm`` command.
 
 Each subcommand lives beside the code it drives and registers itself here; only commands that
-work are listed. Errors caused by the user's input (``InfoXLMError``) are printed on one line
-and exit with status 1, never as a traceback.
+work are listed. Errors caused by the user's input (``InfoXLMError``) and failures of the file
+system (``OSError``: a missing file, no permission, no space left) are printed on one line and
+exit with status 1, never as a traceback; this function is the one place that does it for every
+command.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from pathlib import Path
 
@@ -115,12 +119,32 @@ def run_embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def describe_os_error(err: OSError) -> str:
+    """One line for a failed file-system call: what failed, and on which path.
+
+    >>> describe_os_error(OSError(errno.ENOSPC, "No space left on device", "store/mono/de"))
+    'no space left on device while writing store/mono/de'
+    >>> describe_os_error(FileNotFoundError(errno.ENOENT, "No such file or directory", "x.txt"))
+    'x.txt: no such file or directory'
+    """
+    paths = [p for p in (err.filename, err.filename2) if p is not None]
+    where = " → ".join(os.fsdecode(p) for p in paths)
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left on device while writing {where}" if where else "no space left on device"
+    reason = (err.strerror or str(err) or type(err).__name__).rstrip(".")
+    reason = reason[:1].lower() + reason[1:]
+    return f"{where}: {reason}" if where else reason
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except InfoXLMError as err:
         print(f"infoxlm: error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"infoxlm: error: {describe_os_error(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("infoxlm: interrupted", file=sys.stderr)
