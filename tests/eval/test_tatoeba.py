@@ -11,7 +11,7 @@ import pytest
 
 from infoxlm import Encoder, Tokenizer
 from infoxlm.eval.retrieval import retrieval_accuracy
-from infoxlm.eval.tatoeba import EvalDataError, evaluate_tatoeba, load_pairs, resolve_languages
+from infoxlm.eval.tatoeba import EvalDataError, default_layer, evaluate_tatoeba, load_pairs, resolve_languages
 
 from conftest import TINY_TEXT
 
@@ -78,3 +78,63 @@ def test_command_writes_json_and_the_layerwise_png(tiny_model_dir, tmp_path):
     assert (tmp_path / "all.png").read_bytes()[:4] == b"\x89PNG"
     bad = subprocess.run([*base, "--layer", "9", "--output", str(tmp_path / "x.json")], capture_output=True, timeout=120)
     assert bad.returncode == 1 and b"--layer 9" in bad.stderr
+
+
+def model_with_layers(tiny_model_dir, folder, num_layers, contrast_layer=None):
+    """A random encoder of ``num_layers`` small layers with the tiny model's tokenizer."""
+    import torch
+
+    from infoxlm import EncoderConfig
+    from infoxlm.model.hub import record_contrast_layer
+
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    config = EncoderConfig.preset("tiny", vocab_size=tokenizer.vocab_size, hidden_size=16, intermediate_size=32,
+                                  num_hidden_layers=num_layers)
+    Encoder(config).save_pretrained(folder, tokenizer)
+    if contrast_layer is not None:
+        record_contrast_layer(folder, contrast_layer)
+    return folder
+
+
+def test_default_layer_rule():
+    assert default_layer(12) == (8, "XTREME: layer 7 of 12 above the embeddings")
+    assert default_layer(24)[0] == 14  # XTREME's run_tatoeba.sh: layer 13 for xlm-roberta-large
+    assert default_layer(12, contrast_layer=5)[0] == 8  # the paper's protocol wins where it applies
+    assert default_layer(4, contrast_layer=2) == (2, "the model's contrast layer (infoxlm_contrast_layer in config.json)")
+    assert default_layer(4, contrast_layer=9) == (2, "the middle layer of 4")
+    assert default_layer(3)[0] == 2 and default_layer(6)[0] == 3
+
+
+def test_without_layer_a_12_layer_model_is_scored_at_xtremes_layer_8(tiny_model_dir, tmp_path):
+    model = model_with_layers(tiny_model_dir, tmp_path / "twelve", 12)
+    write_laser(tmp_path / "data", "deu", TINY_TEXT["de"], TINY_TEXT["en"])
+    run = subprocess.run([sys.executable, "-m", "infoxlm", "eval", "tatoeba", "--model", str(model), "--data",
+                          str(tmp_path / "data"), "--no-progress", "--output", str(tmp_path / "o.json")],
+                         capture_output=True, timeout=120)
+    assert run.returncode == 0, run.stderr.decode()
+    out = json.loads((tmp_path / "o.json").read_text())
+    assert out["layer"] == 8 and out["layer_rule"].startswith("XTREME")
+    assert b"layer 8 (XTREME" in run.stdout
+
+
+def test_layer_all_names_the_default_layer_and_report_uses_it(tiny_model_dir, tmp_path, capsys):
+    from infoxlm.cli import main
+
+    model = model_with_layers(tiny_model_dir, tmp_path / "four", 4, contrast_layer=3)
+    write_laser(tmp_path / "data", "deu", TINY_TEXT["de"], TINY_TEXT["en"])
+    assert main(["eval", "tatoeba", "--model", str(model), "--data", str(tmp_path / "data"), "--no-progress",
+                 "--layer", "all", "--output", str(tmp_path / "all.json")]) == 0
+    out = json.loads((tmp_path / "all.json").read_text())
+    assert out["layer"] == 3 and "contrast layer" in out["layer_rule"] and set(out["layers"]) == {"0", "1", "2", "3", "4"}
+    assert "layer 3 (the model's contrast layer" in capsys.readouterr().out
+    # report: the file's fixed layer, even where another layer scores higher on these (test) data
+    out["layers"]["0"]["average"]["xx2en"] = 100.0
+    (tmp_path / "all.json").write_text(json.dumps(out))
+    assert main(["report", str(tmp_path / "all.json"), "--output", str(tmp_path / "report")]) == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "all (layer 3, the model's contrast layer" in md and "(layer 0" not in md
+    del out["layer"], out["layer_rule"]  # an older file: the rule for its depth (4 layers: the middle one)
+    (tmp_path / "all.json").write_text(json.dumps(out))
+    assert main(["report", str(tmp_path / "all.json"), "--output", str(tmp_path / "report")]) == 0
+    assert "all (layer 2, the middle layer of 4" in (tmp_path / "report" / "report.md").read_text()

@@ -97,6 +97,7 @@ def test_export_loads_in_transformers(store, tmp_path, transformers):
     model, info = transformers.XLMRobertaForMaskedLM.from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
     assert model.config.vocab_size == VOCAB
+    assert model.config.infoxlm_contrast_layer == cfg.contrast.layer  # `eval tatoeba` reads it
 
 
 def _cli(*args, **kwargs):

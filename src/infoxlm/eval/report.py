@@ -5,7 +5,9 @@ Inputs, recognised by their JSON content:
 * ``infoxlm finetune xnli`` / ``finetune mlqa`` run directories (``RUN/results.json`` with
   ``"task"``): the mean over seeds per language, Avg and transfer gap;
 * ``infoxlm eval tatoeba`` outputs (one layer: ``{"layer", "languages", "average"}``; all
-  layers: ``{"layers": {k: …}}``, reported at the layer with the best xx→en average);
+  layers: ``{"layer", "layer_rule", "layers": {k: …}}``, reported at the fixed layer the file
+  names, the protocol's default layer; files without one at ``default_layer``'s rule for their
+  depth). A layer is never chosen by its score on the test data;
 * ``infoxlm demo`` directories (``results.json`` with ``"models"``): their ``results.md``,
   included as it is.
 
@@ -22,7 +24,7 @@ from typing import Any
 from ..errors import EvalDataError
 from ..finetune.results import average, markdown_table, transfer_gap
 from . import paper_results as paper
-from .tatoeba import TATOEBA_CODES
+from .tatoeba import TATOEBA_CODES, default_layer
 
 _ISO = {three: two for two, three in TATOEBA_CODES.items()}
 
@@ -50,8 +52,13 @@ def _tatoeba_block(obj: Any) -> dict | None:
     if isinstance(obj.get("languages"), dict) and isinstance(obj.get("average"), dict) and "xx2en" in obj["average"]:
         return obj
     if isinstance(obj.get("layers"), dict) and obj["layers"]:
-        blocks = [b for b in obj["layers"].values() if _tatoeba_block(b)]
-        return max(blocks, key=lambda b: b["average"]["xx2en"]) if blocks else None
+        # The fixed layer of the protocol, never the layer that scores best on this (test) data.
+        if isinstance(obj.get("layer"), int):
+            layer, rule = obj["layer"], obj.get("layer_rule", "fixed")
+        else:
+            layer, rule = default_layer(len(obj["layers"]) - 1)
+        block = _tatoeba_block(obj["layers"].get(str(layer)))
+        return {**block, "layer_rule": rule} if block else None
     return None
 
 
@@ -142,7 +149,8 @@ def tatoeba_table(runs: list[tuple[str, dict]]) -> str:
             by_lang = {_ISO.get(code, code): s[direction] for code, s in block["languages"].items()}
             present = {l: by_lang[l] for l in langs if l in by_lang}
             avg = average(present) if present else None
-            label = f"{name} (layer {block.get('layer', '?')}" + ("" if len(present) == len(langs) else f", {len(present)} of 14") + ")"
+            rule = f", {block['layer_rule']}" if block.get("layer_rule") else ""
+            label = f"{name} (layer {block.get('layer', '?')}{rule}" + ("" if len(present) == len(langs) else f", {len(present)} of 14") + ")"
             rows.append([label, arrow, *(by_lang.get(l) for l in langs), avg])
     return markdown_table(header, rows)
 
@@ -171,7 +179,9 @@ def build_report(g: Gathered) -> str:
     if g.mlqa:
         parts += ["## MLQA: F1 / EM (%)", "", mlqa_table(g.mlqa), ""]
     if g.tatoeba:
-        parts += ["## Tatoeba, 14 languages with parallel data: top-1 accuracy (%)", "", tatoeba_table(g.tatoeba), ""]
+        parts += ["## Tatoeba, 14 languages with parallel data: top-1 accuracy (%)", "",
+                  "Each row names its layer (a Hugging Face hidden_states index) and the rule that fixed it; "
+                  "no layer is chosen on the test data.", "", tatoeba_table(g.tatoeba), ""]
     if g.mlqa or g.xnli.get("cross-lingual-transfer"):
         parts += ["## Cross-lingual transfer gap (lower is better)", "",
                   "The paper's XNLI gaps (Table 'gap') differ slightly from those its XNLI table implies "

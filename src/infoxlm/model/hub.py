@@ -186,3 +186,25 @@ def save_encoder(
     if tokenizer is not None:
         tokenizer.save_pretrained(directory)
     return directory
+
+
+# config.json key of an exported infoxlm model: the hidden_states index XLCO contrasted (the
+# universal layer). transformers keeps unknown keys as attributes, so the file still loads there.
+CONTRAST_LAYER_KEY = "infoxlm_contrast_layer"
+
+
+def record_contrast_layer(directory: str | Path, layer: int) -> None:
+    """Add ``CONTRAST_LAYER_KEY`` to the ``config.json`` of ``directory``."""
+    path = Path(directory) / "config.json"
+    fields = json.loads(path.read_text(encoding="utf-8"))
+    fields[CONTRAST_LAYER_KEY] = int(layer)
+    path.write_text(json.dumps(fields, indent=2, sort_keys=True) + "\n")
+
+
+def read_contrast_layer(directory: str | Path) -> int | None:
+    """The contrast layer recorded in ``config.json`` by ``infoxlm export``, or None."""
+    try:
+        value = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8")).get(CONTRAST_LAYER_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

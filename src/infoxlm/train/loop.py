@@ -26,6 +26,7 @@ from ..data.store import TokenStore
 from ..errors import InfoXLMError
 from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
+from ..model.hub import record_contrast_layer
 from ..objectives.xlco import MomentumContrast, momentum_at
 from ..tokenizer import Tokenizer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -508,4 +509,6 @@ def export(run_dir: str | Path, output: str | Path, step: int | None = None) -> 
     tokenizer = Tokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir.is_dir() else None
     output = Path(output)
     encoder.save_pretrained(output, tokenizer)
+    # `infoxlm eval tatoeba` reads the universal layer as its default where XTREME's rule does not apply.
+    record_contrast_layer(output, json.loads(state["config"])["contrast"]["layer"])
     return output
