@@ -23,10 +23,16 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
             "accuracy of all languages, evaluated every --eval-every steps and at each epoch end. Reports\n"
             "accuracy per language, the average and the transfer gap (en − mean of the others), per seed\n"
             "and averaged over --seeds runs.\n\n"
-            "Defaults are the paper's appendix (Table 'Hyperparameters used for fine-tuning BASE-size\n"
-            "models'): batch 32, 10 epochs, 12,500 warm-up steps, weight decay 0, evaluation every 5,000\n"
-            "steps; lr 7e-6 is the middle of the searched {5e-6, 7e-6, 1e-5}; the paper averages 5 seeds.\n"
-            "Max length 128 is XTREME's (the paper is silent).\n\n"
+            "Defaults are the paper's appendix, by the model's size in its config.json (large: 24 layers or\n"
+            "hidden size 1024 and up; else base): batch 32, 10 epochs, evaluation every 5,000 steps; base:\n"
+            "12,500 warm-up steps, weight decay 0, lr 7e-6 (middle of the searched {5e-6, 7e-6, 1e-5});\n"
+            "large: 5,000 warm-up steps, weight decay 0 (of {0, 0.01}), lr 5e-6 (of {4e-6, 5e-6, 6e-6}).\n"
+            "The paper averages 5 seeds. Max length 128 is XTREME's (the paper is silent).\n"
+            "--search runs the paper's grid for the size (base: 3 learning rates; large: 3 × 2 weight\n"
+            "decays), every setting × --seeds, each in RUN/grid/NN-…/, and keeps the setting with the best\n"
+            "average dev accuracy over all languages; RUN/results.json and results.md list every setting\n"
+            "with the chosen one marked. --lr, --batch-size, --epochs, --warmup, --weight-decay given with\n"
+            "--search fix that value and search the rest.\n\n"
             "data layouts: DIR/XNLI-1.0/xnli.{dev,test}.tsv + DIR/XNLI-MT-1.0/multinli/multinli.train.xx.tsv\n"
             "(or --data XNLI-1.0 --train-data XNLI-MT-1.0), or hf:xnli (Hugging Face datasets, if cached).\n\n"
             "example:\n"
@@ -35,7 +41,7 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
             "writes RUN/results.json, RUN/results.md and RUN/seed-S/model/ (loads in transformers)."
         ),
     )
-    _common(x, d, default_eval_every=d["eval_every"])
+    _common(x, "xnli", default_eval_every=d["eval_every"])
     x.add_argument("--data", required=True, help="directory with XNLI-1.0/ and XNLI-MT-1.0/, or hf:xnli")
     x.add_argument("--train-data", type=Path, default=None, help="XNLI-MT-1.0 directory, if not inside --data")
     x.add_argument("--setting", required=True, help="cross-lingual-transfer (English training data) or translate-train-all (all 15)")
@@ -54,16 +60,23 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
             "test sets test-context-xx-question-xx.json (en es de ar hi vi zh); scores with the official MLQA\n"
             "metric: F1 / EM per language, average and transfer gap, per seed and averaged over --seeds.\n"
             "Windows of 384 tokens, stride 128, questions ≤ 64 tokens; 20-best spans of ≤ 30 tokens.\n\n"
-            "Defaults are the paper's appendix: warm-up 10%, linear decay, weight decay 0, the final model\n"
-            "(--selection last); batch 32, lr 3e-5 and 3 epochs from the searched {16, 32}, {2e-5, 3e-5,\n"
-            "5e-5} and {2, 3, 4}. --selection dev picks the evaluation with the best mean dev F1 instead.\n\n"
+            "Defaults are the paper's appendix (the same for base and large models): warm-up 10%, linear\n"
+            "decay, weight decay 0, the final model (--selection last); batch 32, lr 3e-5 and 3 epochs from\n"
+            "the searched batch {16, 32} (large: 32), lr {2e-5, 3e-5, 5e-5}, epochs {2, 3, 4}. --selection\n"
+            "dev picks the evaluation with the best mean dev F1 instead.\n"
+            "--search runs that grid for the model's size (base 18 settings, large 9), every setting ×\n"
+            "--seeds, each in RUN/grid/NN-…/, and keeps the setting whose model has the best mean F1 over\n"
+            "the MLQA dev files (dev-context-xx-question-xx.json, in DIR or DIR/dev; required, test is\n"
+            "never used to select); RUN/results.json and results.md list every setting, the chosen one\n"
+            "marked. --lr, --batch-size, --epochs, --warmup, --weight-decay given with --search fix that\n"
+            "value and search the rest.\n\n"
             "example:\n"
             "  infoxlm finetune mlqa --model my-model --train squad/train-v1.1.json --data MLQA_V1 \\\n"
             "      --seeds 5 --output runs/mlqa\n"
             "writes RUN/results.json, RUN/results.md, RUN/seed-S/predictions/*.json and RUN/seed-S/model/."
         ),
     )
-    _common(m, d, default_eval_every=None)
+    _common(m, "mlqa", default_eval_every=None)
     m.add_argument("--train", required=True, type=Path, help="SQuAD v1.1 training JSON (train-v1.1.json)")
     m.add_argument("--data", required=True, type=Path, help="MLQA directory (MLQA_V1, with dev/ and test/)")
     m.add_argument("--languages", nargs="+", default=None, metavar="xx", help="MLQA languages (default: all 7)")
@@ -75,16 +88,23 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
     m.set_defaults(func=run_finetune_mlqa)
 
 
-def _common(p: argparse.ArgumentParser, d: dict, default_eval_every: int | None) -> None:
+def _common(p: argparse.ArgumentParser, task: str, default_eval_every: int | None) -> None:
+    base, large = defaults.DEFAULTS[task, "base"], defaults.DEFAULTS[task, "large"]
+
+    def by_size(key: str, fmt: str = "{}") -> str:
+        b, l = fmt.format(base[key]).replace("%", "%%"), fmt.format(large[key]).replace("%", "%%")  # argparse %-formats help
+        return f"default: {b} (paper)" if b == l else f"default by model size: base {b}, large {l} (paper)"
+
     p.add_argument("--model", required=True, type=Path, help="Hugging Face XLM-R directory (weights + tokenizer)")
     p.add_argument("--output", required=True, type=Path, help="run directory RUN")
     p.add_argument("--seeds", type=int, default=1, metavar="N", help="fine-tune N times (seeds S … S+N−1) and average (paper: 5; default: 1)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="first seed (default: 0)")
-    p.add_argument("--epochs", type=float, default=d["epochs"], help=f"default: {d['epochs']:g} (paper)")
-    p.add_argument("--lr", type=float, default=d["lr"], help=f"peak learning rate (default: {d['lr']:g})")
-    p.add_argument("--batch-size", type=int, default=d["batch_size"], help=f"default: {d['batch_size']} (paper)")
-    p.add_argument("--warmup", default=d["warmup"], help=f"warm-up steps or percentage of all steps (default: {d['warmup']}, paper)")
-    p.add_argument("--weight-decay", type=float, default=d["weight_decay"], help="default: 0 (paper)")
+    p.add_argument("--epochs", type=float, default=None, help=by_size("epochs", "{:g}"))
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate; " + by_size("lr", "{:g}"))
+    p.add_argument("--batch-size", type=int, default=None, help=by_size("batch_size"))
+    p.add_argument("--warmup", default=None, help="warm-up steps or percentage of all steps; " + by_size("warmup"))
+    p.add_argument("--weight-decay", type=float, default=None, help=by_size("weight_decay", "{:g}"))
+    p.add_argument("--search", action="store_true", help="run the paper's grid for the model's size and keep the best joint-dev setting")
     p.add_argument("--eval-every", type=int, default=default_eval_every, metavar="K",
                    help=f"evaluate on dev every K steps, besides each epoch end (default: {default_eval_every})")
     p.add_argument("--max-train-examples", type=int, default=None, metavar="N", help="first N examples of each training file (smoke runs)")
@@ -94,14 +114,36 @@ def _common(p: argparse.ArgumentParser, d: dict, default_eval_every: int | None)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def _config(args: argparse.Namespace, selection: str):
+def _config(args: argparse.Namespace, selection: str, setting: dict):
     from .training import FinetuneConfig
 
-    return FinetuneConfig(
-        lr=args.lr, batch_size=args.batch_size, epochs=args.epochs, warmup=args.warmup,
-        weight_decay=args.weight_decay, eval_every=args.eval_every, selection=selection,
-        seed=args.seed, max_steps=args.max_steps,
-    )
+    return FinetuneConfig(**setting, eval_every=args.eval_every, selection=selection, seed=args.seed, max_steps=args.max_steps)
+
+
+def _settings(args: argparse.Namespace, task: str) -> tuple[str, list[dict]]:
+    """(model size, the settings to run): the size's defaults under the explicit flags, or with
+    --search the size's grid with the explicit flags fixing their dimensions."""
+    from ..model.config import EncoderConfig
+
+    config = EncoderConfig.load(args.model)
+    size = defaults.model_size(config.hidden_size, config.num_hidden_layers)
+    explicit = {key: getattr(args, key) for key in defaults.GRID_KEYS}
+    settings = defaults.grid(task, size, explicit) if args.search else [defaults.settings_for(task, size, explicit)]
+    print(f"[{task}] {size}-size settings ({config.num_hidden_layers} layers × {config.hidden_size}): "
+          + (f"a search over {len(settings)} settings" if args.search else ", ".join(f"{k} {v}" for k, v in settings[0].items())))
+    return size, settings
+
+
+def _run(args: argparse.Namespace, task: str, run_setting) -> None:
+    from .search import run_search
+
+    size, settings = _settings(args, task)
+    for setting in settings:  # a bad value stops the command before any training
+        _config(args, "last", setting)
+    if args.search:
+        run_search(task, settings, run_setting, args.output, size=size)
+    else:
+        run_setting(settings[0], args.output)
 
 
 def _device(name: str | None):
@@ -115,12 +157,12 @@ def _device(name: str | None):
 def run_finetune_xnli(args: argparse.Namespace) -> int:
     from . import classification
 
-    classification.run_xnli(
-        args.model, args.data, args.setting, args.output, _config(args, "best"),
+    _run(args, "xnli", lambda setting, output: classification.run_xnli(
+        args.model, args.data, args.setting, output, _config(args, "best", setting),
         seeds=args.seeds, languages=args.languages, train_data=args.train_data, max_length=args.max_length,
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         device=_device(args.device), progress=not args.no_progress, save_models=not args.no_save_model,
-    )
+    ))
     print(f"wrote {args.output / 'results.json'} and {args.output / 'results.md'}")
     return 0
 
@@ -128,12 +170,13 @@ def run_finetune_xnli(args: argparse.Namespace) -> int:
 def run_finetune_mlqa(args: argparse.Namespace) -> int:
     from . import qa
 
-    qa.run_mlqa(
-        args.model, args.train, args.data, args.output, _config(args, "best" if args.selection == "dev" else "last"),
+    selection = "best" if args.selection == "dev" else "last"
+    _run(args, "mlqa", lambda setting, output: qa.run_mlqa(
+        args.model, args.train, args.data, output, _config(args, selection, setting),
         seeds=args.seeds, languages=args.languages, cross_language=args.cross_language,
         max_length=args.max_length, doc_stride=args.doc_stride, max_query_length=args.max_query_length,
         max_train_examples=args.max_train_examples, device=_device(args.device),
-        progress=not args.no_progress, save_models=not args.no_save_model,
-    )
+        progress=not args.no_progress, save_models=not args.no_save_model, score_dev=args.search,
+    ))
     print(f"wrote {args.output / 'results.json'} and {args.output / 'results.md'}")
     return 0

@@ -137,7 +137,8 @@ def finetune_mlqa_once(
     save_model: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """One seed: train, (optionally select on dev F1), predict and score every test file."""
+    """One seed: train, (optionally select on dev F1), predict and score every test file; with
+    ``devs``, the kept model's mean dev F1 too (the hyperparameter search selects on it)."""
     from ..model.encoder import Encoder
 
     seed_everything(config.seed)
@@ -152,6 +153,8 @@ def finetune_mlqa_once(
     result = train(model, train_features, collate_qa(tokenizer), span_loss, config,
                    evaluate=evaluate if devs and config.selection == "best" else None,
                    device=device, progress=progress, log=log)
+    # The kept model's dev scores: from the selection, or (final model) measured now.
+    dev = result.selected if result.selected else evaluate(model) if devs else None
     predictions_dir = output / "predictions"
     predictions_dir.mkdir(parents=True, exist_ok=True)
     scores: dict[tuple[str, str], dict[str, float]] = {}
@@ -172,7 +175,8 @@ def finetune_mlqa_once(
         "selected_step": result.selected_step,
         "total_steps": result.total_steps,
         "warmup_steps": result.warmup_steps,
-        "dev_f1": result.selected.details["dev_f1"] if result.selected else None,
+        "dev_f1": dev.details["dev_f1"] if dev else None,
+        "dev_f1_average": dev.score if dev else None,
         "train_loss": {"first": result.losses[0], "last": result.losses[-1], "steps": len(result.losses),
                        "per_step": result.losses if len(result.losses) <= 1000 else None},
         "evaluations": [{"step": e.step, "epoch": round(e.epoch, 4), "dev_f1_average": e.score} for e in result.evaluations],
@@ -199,13 +203,15 @@ def run_mlqa(
     device: torch.device | str = "cpu",
     progress: bool = True,
     save_models: bool = True,
+    score_dev: bool = False,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Fine-tune ``seeds`` times; write OUTPUT/results.json, results.md, seed-{s}/predictions/*.json
     and seed-{s}/model/ (an ``XLMRobertaForQuestionAnswering`` directory); return the results.
 
     ``config.selection``: "last" (the paper) or "best" (mean F1 on the MLQA dev files, which
-    must then exist in ``data``)."""
+    must then exist in ``data``). ``score_dev``: also score the kept model on those dev files
+    (``dev_f1_average``), which the hyperparameter search selects on."""
     if seeds < 1:
         raise FinetuneError(f"--seeds {seeds}: expected >= 1")
     started = time.perf_counter()
@@ -213,7 +219,12 @@ def run_mlqa(
     languages = check_mlqa_languages(languages)
     pairs = [(c, q) for c in languages for q in (languages if cross_language else [c])]
     tests = {(c, q): QAData(find_mlqa_file(data, "test", c, q)) for c, q in pairs}
-    devs = {lang: QAData(find_mlqa_file(data, "dev", lang)) for lang in languages} if config.selection == "best" else {}
+    devs = {}
+    if config.selection == "best" or score_dev:
+        try:
+            devs = {lang: QAData(find_mlqa_file(data, "dev", lang)) for lang in languages}
+        except MLQADataError as err:  # say why dev files are needed: selection never uses test
+            raise MLQADataError(f"{err}; selecting a model or a setting needs the MLQA dev files, never test") from None
     train_examples = read_squad(train_file)[:max_train_examples]
     window = dict(max_length=max_length, doc_stride=doc_stride, max_query_length=max_query_length)
     train_features, skipped = build_features(tokenizer, train_examples, train=True, **window)
@@ -229,7 +240,8 @@ def run_mlqa(
             model_dir, tokenizer, train_features, tests, devs, copy_config(config, seed=seed), output / f"seed-{seed}",
             window=window, device=device, progress=progress, save_model=save_models, log=log,
         ))
-    keys = ["test", "average_f1", "average_exact_match", "transfer_gap_f1", "transfer_gap_exact_match", "cross_language"]
+    keys = ["test", "average_f1", "average_exact_match", "transfer_gap_f1", "transfer_gap_exact_match", "cross_language",
+            "dev_f1_average"]
     results = {
         "task": "mlqa",
         "setting": "cross-lingual-transfer",
