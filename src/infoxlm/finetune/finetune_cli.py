@@ -120,24 +120,10 @@ def _config(args: argparse.Namespace, selection: str, setting: dict):
     return FinetuneConfig(**setting, eval_every=args.eval_every, selection=selection, seed=args.seed, max_steps=args.max_steps)
 
 
-def _settings(args: argparse.Namespace, task: str) -> tuple[str, list[dict]]:
-    """(model size, the settings to run): the size's defaults under the explicit flags, or with
-    --search the size's grid with the explicit flags fixing their dimensions."""
-    from ..model.config import EncoderConfig
-
-    config = EncoderConfig.load(args.model)
-    size = defaults.model_size(config.hidden_size, config.num_hidden_layers)
-    explicit = {key: getattr(args, key) for key in defaults.GRID_KEYS}
-    settings = defaults.grid(task, size, explicit) if args.search else [defaults.settings_for(task, size, explicit)]
-    print(f"[{task}] {size}-size settings ({config.num_hidden_layers} layers × {config.hidden_size}): "
-          + (f"a search over {len(settings)} settings" if args.search else ", ".join(f"{k} {v}" for k, v in settings[0].items())))
-    return size, settings
-
-
 def _run(args: argparse.Namespace, task: str, run_setting) -> None:
-    from .search import run_search
+    from .search import plan, run_search
 
-    size, settings = _settings(args, task)
+    size, settings = plan(args.model, task, {key: getattr(args, key) for key in defaults.GRID_KEYS}, search=args.search)
     for setting in settings:  # a bad value stops the command before any training
         _config(args, "last", setting)
     if args.search:

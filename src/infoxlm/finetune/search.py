@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..model.config import EncoderConfig
+from . import defaults
 from .results import markdown_table, write_results
 from .training import FinetuneError
 
@@ -23,6 +25,19 @@ DEV_SCORES = {
     "mlqa": ("dev_f1_average", "mean F1 on the MLQA dev files dev-context-xx-question-xx.json of all languages, final model"),
 }
 TEST_AVERAGES = {"xnli": "test_average", "mlqa": "average_f1"}
+
+
+def plan(
+    model_dir: str | Path, task: str, explicit: dict[str, Any], *, search: bool, log: Callable[[str], None] = print
+) -> tuple[str, list[dict[str, Any]]]:
+    """(model size, the settings to run): the size's defaults under the explicitly given values,
+    or with ``search`` the size's grid with the explicit values fixing their dimensions."""
+    config = EncoderConfig.load(model_dir)
+    size = defaults.model_size(config.hidden_size, config.num_hidden_layers)
+    settings = defaults.grid(task, size, explicit) if search else [defaults.settings_for(task, size, explicit)]
+    log(f"[{task}] {size}-size settings ({config.num_hidden_layers} layers × {config.hidden_size}): "
+        + (f"a search over {len(settings)} settings" if search else ", ".join(f"{k} {v}" for k, v in settings[0].items())))
+    return size, settings
 
 
 def setting_name(index: int, setting: dict[str, Any]) -> str:
