@@ -100,3 +100,14 @@ def test_mlqa_search_end_to_end_on_a_two_setting_grid(tiny_model_dir, tmp_path, 
     assert main([*args, "--output", str(tmp_path / "run2")]) == 1
     err = capsys.readouterr().err
     assert "no dev-context-en-question-en.json" in err and "needs the MLQA dev files, never test" in err
+
+
+def test_xnli_search_runs_the_whole_base_grid(tiny_model_dir, tmp_path):
+    data = write_xnli(tmp_path / "data", n_train=4, n_eval=2)
+    assert main(["finetune", "xnli", "--model", str(tiny_model_dir), "--data", str(data), "--output", str(tmp_path / "run"),
+                 "--setting", "cross-lingual-transfer", "--languages", "en", "de", "--search", "--max-steps", "1",
+                 "--no-save-model", "--no-progress"]) == 0
+    search = json.loads((tmp_path / "run" / "results.json").read_text())["search"]
+    assert [r["setting"]["lr"] for r in search["settings"]] == [5e-6, 7e-6, 1e-5] and search["size"] == "base"
+    assert len(list((tmp_path / "run" / "grid").iterdir())) == 3
+    assert search["chosen"] == max(range(3), key=lambda i: (search["settings"][i]["dev"], -i))
