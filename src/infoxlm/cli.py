@@ -17,18 +17,20 @@ from pathlib import Path
 
 from . import __version__
 from .bench.bench_cli import add_bench_command
+from .cli_args import OneLineParser, positive_int
 from .data.prepare_cli import add_prepare_commands
 from .demo.demo_cli import add_demo_command
 from .errors import InfoXLMError
 from .eval.eval_cli import add_eval_commands
 from .eval.report_cli import add_report_command
 from .finetune.finetune_cli import add_finetune_commands
+from .outputs import atomic_file, check_output_file
 from .tokenizer_cli import add_tokenizer_commands
 from .train.pretrain_cli import add_pretrain_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="infoxlm",
         description="Cross-lingual language-model pre-training (InfoXLM) on an XLM-R-compatible encoder.",
     )
@@ -65,8 +67,8 @@ def add_embed_command(commands: argparse._SubParsersAction) -> None:
         help="hidden_states index: 0 = embedding output, L = last layer (default: last)",
     )
     p.add_argument("--pooling", choices=["mean", "cls"], default="mean", help="default: mean")
-    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: 32)")
-    p.add_argument("--max-length", type=int, default=512, help="tokens per sentence, specials included (default: 512)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch (default: 32)")
+    p.add_argument("--max-length", type=positive_int, default=512, help="tokens per sentence, specials included (default: 512)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)")
     p.add_argument("--input", type=Path, default=None, help="sentences file (default: standard input)")
     p.add_argument("--output", type=Path, default=None, help=".npy file to write (default: standard output)")
@@ -92,15 +94,19 @@ def read_sentences(path: Path | None) -> list[str]:
 def run_embed(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .embedding import embed
+    from .embedding import embed, resolve_layer
 
-    if args.output is None and sys.stdout.isatty():
+    # Everything that can be checked is checked before the model is loaded.
+    if args.output is not None:
+        check_output_file(args.output)
+    elif sys.stdout.isatty():
         raise InfoXLMError("refusing to write binary .npy data to a terminal; redirect stdout or use --output")
+    layer = resolve_layer(args.model, args.layer, name="--layer")
     sentences = read_sentences(args.input)
     vectors = embed(
         args.model,
         sentences,
-        layer=args.layer,
+        layer=layer,
         pooling=args.pooling,
         batch_size=args.batch_size,
         max_length=args.max_length,
@@ -111,10 +117,8 @@ def run_embed(args: argparse.Namespace) -> int:
         np.save(sys.stdout.buffer, vectors)
         sys.stdout.buffer.flush()
     else:
-        tmp = args.output.with_name(args.output.name + ".tmp")
-        with open(tmp, "wb") as f:
+        with atomic_file(args.output) as tmp, open(tmp, "wb") as f:
             np.save(f, vectors)
-        tmp.replace(args.output)
     print(f"embedded {vectors.shape[0]} sentences → {vectors.shape[1]} dimensions", file=sys.stderr)
     return 0
 

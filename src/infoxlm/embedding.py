@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .errors import InfoXLMError
+from .model.config import EncoderConfig
 from .model.encoder import Encoder
 from .tokenizer import Tokenizer
 
@@ -98,6 +100,21 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
     return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
 
+def resolve_layer(model_path: str | Path, layer: int | None, name: str = "layer") -> int:
+    """``layer`` checked against the model's ``config.json`` (None: the last layer), before any
+    weight is read; an index outside 0 … L is an ``InfoXLMError`` naming both."""
+    config = EncoderConfig.load(model_path)
+    L = config.num_hidden_layers
+    if layer is None:
+        return L
+    if not 0 <= layer <= L:
+        raise InfoXLMError(
+            f"{name} {layer}: {Path(model_path) / 'config.json'} gives {L} layers; expected "
+            f"0 (embedding output) … {L} (last layer)"
+        )
+    return layer
+
+
 def embed(
     model_path: str | Path,
     sentences: Sequence[str],
@@ -113,10 +130,10 @@ def embed(
 
     ``layer`` is a Hugging Face ``hidden_states`` index (default: the last layer).
     """
+    layer = resolve_layer(model_path, layer)
     device = torch.device(device) if device is not None else default_device()
     encoder = Encoder.from_pretrained(model_path).to(device)
     tokenizer = Tokenizer.from_pretrained(model_path)
-    layer = encoder.num_layers if layer is None else layer
     vectors = embed_layers(
         encoder,
         tokenizer,

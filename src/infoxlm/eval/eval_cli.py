@@ -6,7 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from ..cli_args import positive_int
 from ..errors import InfoXLMError
+from ..outputs import atomic_file, check_output_file
 from .mlqa_cli import add_mlqa_score_command
 
 
@@ -39,7 +41,7 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
     t.add_argument("--langs", nargs="+", default=None, help="codes (de or deu) or presets paper14, xtreme36 (default: all in --data)")
     t.add_argument("--layer", default=None, help="hidden_states index, or 'all' (default: XTREME's layer, see above)")
     t.add_argument("--pooling", choices=["mean", "cls"], default="mean", help="default: mean")
-    t.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
+    t.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default: 64)")
     t.add_argument("--device", default=None, help="cpu, cuda … (default: cuda if available)")
     t.add_argument("--output", required=True, type=Path, help="JSON file to write")
     t.add_argument("--no-progress", action="store_true")
@@ -49,28 +51,32 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
 def run_eval_tatoeba(args: argparse.Namespace) -> int:
     import torch
 
-    from ..embedding import default_device
+    from ..embedding import default_device, resolve_layer
     from ..model.encoder import Encoder
     from ..model.hub import read_contrast_layer
     from ..tokenizer import Tokenizer
     from .tatoeba import default_layer, evaluate_tatoeba, resolve_languages
 
-    encoder = Encoder.from_pretrained(args.model)
-    tokenizer = Tokenizer.from_pretrained(args.model)
-    rule_layer, rule = default_layer(encoder.num_layers, read_contrast_layer(args.model))
+    # The outputs, the layer (against config.json) and the data are checked before any weight is read.
+    check_output_file(args.output)
+    png_path = args.output.with_suffix(".png")
+    num_layers = resolve_layer(args.model, None)
+    rule_layer, rule = default_layer(num_layers, read_contrast_layer(args.model))
     if args.layer is None:
         layers = [rule_layer]
     elif args.layer == "all":
-        layers = list(range(encoder.num_layers + 1))
+        check_output_file(png_path)
+        layers = list(range(num_layers + 1))
     else:
         try:
-            layers = [int(args.layer)]
+            layer = int(args.layer)
         except ValueError:
-            raise InfoXLMError(f"--layer {args.layer!r}: expected an integer 0 … {encoder.num_layers} or 'all'") from None
-        if not 0 <= layers[0] <= encoder.num_layers:
-            raise InfoXLMError(f"--layer {layers[0]}: the model has hidden_states 0 … {encoder.num_layers}")
+            raise InfoXLMError(f"--layer {args.layer!r}: expected an integer 0 … {num_layers} or 'all'") from None
+        layers = [resolve_layer(args.model, layer, name="--layer")]
         rule_layer, rule = layers[0], "--layer"
     languages = resolve_languages(args.langs, args.data)
+    encoder = Encoder.from_pretrained(args.model)
+    tokenizer = Tokenizer.from_pretrained(args.model)
     encoder.to(torch.device(args.device) if args.device else default_device())
     result = evaluate_tatoeba(
         encoder, tokenizer, args.data, languages, layers,
@@ -83,13 +89,15 @@ def run_eval_tatoeba(args: argparse.Namespace) -> int:
                "layers": {str(k): v for k, v in result["layers"].items()}}
         curves = {"": {k: v["average"] for k, v in result["layers"].items()}}
         title = f"Tatoeba, {len(languages)} languages, {args.pooling} pooling"
-        png = plot_layerwise(curves, args.output.with_suffix(".png"), title)
+        with atomic_file(png_path) as tmp:
+            plot_layerwise(curves, tmp, title)
+        png = png_path
         shown = {**result["layers"][rule_layer], "layer_rule": rule}  # never the layer best on test
     else:
         out = shown = {**result["layers"][layers[0]], "layer_rule": rule}
         png = None
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(out, indent=2) + "\n")
+    with atomic_file(args.output) as tmp:
+        tmp.write_text(json.dumps(out, indent=2) + "\n")
     _print_table(shown)
     print(f"wrote {args.output}" + (f" and {png}" if png else ""))
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..cli_args import positive_float, positive_int
+from ..outputs import check_output_dir
 from . import defaults
 from .defaults import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH
 
@@ -46,8 +48,8 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
     x.add_argument("--train-data", type=Path, default=None, help="XNLI-MT-1.0 directory, if not inside --data")
     x.add_argument("--setting", required=True, help="cross-lingual-transfer (English training data) or translate-train-all (all 15)")
     x.add_argument("--languages", nargs="+", default=None, metavar="xx", help="XNLI languages to test (default: all 15)")
-    x.add_argument("--max-length", type=int, default=defaults.XNLI_MAX_LENGTH, help="tokens per pair (default: 128)")
-    x.add_argument("--max-dev-examples", type=int, default=None, metavar="N", help="first N dev pairs per language (smoke runs)")
+    x.add_argument("--max-length", type=positive_int, default=defaults.XNLI_MAX_LENGTH, help="tokens per pair (default: 128)")
+    x.add_argument("--max-dev-examples", type=positive_int, default=None, metavar="N", help="first N dev pairs per language (smoke runs)")
     x.set_defaults(func=run_finetune_xnli)
 
     d = defaults.MLQA
@@ -82,9 +84,9 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
     m.add_argument("--languages", nargs="+", default=None, metavar="xx", help="MLQA languages (default: all 7)")
     m.add_argument("--cross-language", action="store_true", help="also every context × question language pair")
     m.add_argument("--selection", choices=defaults.MLQA_SELECTIONS, default="last", help="last (paper) or dev: best mean dev F1 (default: last)")
-    m.add_argument("--max-length", type=int, default=MAX_LENGTH, help=f"tokens per window (default: {MAX_LENGTH})")
-    m.add_argument("--doc-stride", type=int, default=DOC_STRIDE, help=f"tokens between window starts (default: {DOC_STRIDE})")
-    m.add_argument("--max-query-length", type=int, default=MAX_QUERY_LENGTH, help=f"question tokens kept (default: {MAX_QUERY_LENGTH})")
+    m.add_argument("--max-length", type=positive_int, default=MAX_LENGTH, help=f"tokens per window (default: {MAX_LENGTH})")
+    m.add_argument("--doc-stride", type=positive_int, default=DOC_STRIDE, help=f"tokens between window starts (default: {DOC_STRIDE})")
+    m.add_argument("--max-query-length", type=positive_int, default=MAX_QUERY_LENGTH, help=f"question tokens kept (default: {MAX_QUERY_LENGTH})")
     m.set_defaults(func=run_finetune_mlqa)
 
 
@@ -97,18 +99,18 @@ def _common(p: argparse.ArgumentParser, task: str, default_eval_every: int | Non
 
     p.add_argument("--model", required=True, type=Path, help="Hugging Face XLM-R directory (weights + tokenizer)")
     p.add_argument("--output", required=True, type=Path, help="run directory RUN")
-    p.add_argument("--seeds", type=int, default=1, metavar="N", help="fine-tune N times (seeds S … S+N−1) and average (paper: 5; default: 1)")
+    p.add_argument("--seeds", type=positive_int, default=1, metavar="N", help="fine-tune N times (seeds S … S+N−1) and average (paper: 5; default: 1)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="first seed (default: 0)")
-    p.add_argument("--epochs", type=float, default=None, help=by_size("epochs", "{:g}"))
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate; " + by_size("lr", "{:g}"))
-    p.add_argument("--batch-size", type=int, default=None, help=by_size("batch_size"))
+    p.add_argument("--epochs", type=positive_float, default=None, help=by_size("epochs", "{:g}"))
+    p.add_argument("--lr", type=positive_float, default=None, help="peak learning rate; " + by_size("lr", "{:g}"))
+    p.add_argument("--batch-size", type=positive_int, default=None, help=by_size("batch_size"))
     p.add_argument("--warmup", default=None, help="warm-up steps or percentage of all steps; " + by_size("warmup"))
     p.add_argument("--weight-decay", type=float, default=None, help=by_size("weight_decay", "{:g}"))
     p.add_argument("--search", action="store_true", help="run the paper's grid for the model's size and keep the best joint-dev setting")
-    p.add_argument("--eval-every", type=int, default=default_eval_every, metavar="K",
+    p.add_argument("--eval-every", type=positive_int, default=default_eval_every, metavar="K",
                    help=f"evaluate on dev every K steps, besides each epoch end (default: {default_eval_every})")
-    p.add_argument("--max-train-examples", type=int, default=None, metavar="N", help="first N examples of each training file (smoke runs)")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (smoke runs; schedule unchanged)")
+    p.add_argument("--max-train-examples", type=positive_int, default=None, metavar="N", help="first N examples of each training file (smoke runs)")
+    p.add_argument("--max-steps", type=positive_int, default=None, help="stop after this many steps (smoke runs; schedule unchanged)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)")
     p.add_argument("--no-save-model", action="store_true", help="do not write RUN/seed-S/model/")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -140,9 +142,16 @@ def _device(name: str | None):
     return torch.device(name) if name else default_device()
 
 
+def is_finetune_run(path: Path) -> bool:
+    """A directory holding only what `infoxlm finetune` writes: results.json, results.md, seed-S/,
+    and with --search grid/."""
+    return all(p.name in ("results.json", "results.md", "grid") or p.name.startswith("seed-") for p in path.iterdir())
+
+
 def run_finetune_xnli(args: argparse.Namespace) -> int:
     from . import classification
 
+    check_output_dir(args.output, written_by_us=is_finetune_run, flag=None)
     _run(args, "xnli", lambda setting, output: classification.run_xnli(
         args.model, args.data, args.setting, output, _config(args, "best", setting),
         seeds=args.seeds, languages=args.languages, train_data=args.train_data, max_length=args.max_length,
@@ -156,6 +165,7 @@ def run_finetune_xnli(args: argparse.Namespace) -> int:
 def run_finetune_mlqa(args: argparse.Namespace) -> int:
     from . import qa
 
+    check_output_dir(args.output, written_by_us=is_finetune_run, flag=None)
     selection = "best" if args.selection == "dev" else "last"
     _run(args, "mlqa", lambda setting, output: qa.run_mlqa(
         args.model, args.train, args.data, output, _config(args, selection, setting),

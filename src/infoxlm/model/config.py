@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
 from ..errors import CheckpointError
 
 # model_type values whose checkpoints have exactly this architecture.
 SUPPORTED_MODEL_TYPES = ("xlm-roberta",)
+# config.json field naming the infoxlm version that wrote the directory.
+WRITER_KEY = "infoxlm_version"
 
 
 @dataclass
@@ -46,18 +50,64 @@ class EncoderConfig:
     eos_token_id: int = 2
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field before anything is allocated; a ``ValueError`` names the field, the
+        value (as JSON writes it) and what is allowed."""
+        for name in _SIZES:
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise ValueError(f"{name} is {_json(value)}: expected a positive integer")
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            value = getattr(self, name)
+            if not _is_int(value) or not 0 <= value < self.vocab_size:
+                raise ValueError(f"{name} is {_json(value)}: expected an id in 0 … {self.vocab_size - 1} (vocab_size - 1)")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not _is_number(value) or not 0 <= value < 1:
+                raise ValueError(f"{name} is {_json(value)}: expected a number in [0, 1)")
+        if not _is_number(self.layer_norm_eps) or not 0 < self.layer_norm_eps < math.inf:
+            raise ValueError(f"layer_norm_eps is {_json(self.layer_norm_eps)}: expected a positive number")
+        if not _is_number(self.initializer_range) or not 0 <= self.initializer_range < math.inf:
+            raise ValueError(f"initializer_range is {_json(self.initializer_range)}: expected a number >= 0")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by "
-                f"num_attention_heads={self.num_attention_heads}"
+                f"hidden_size is {self.hidden_size}: expected a multiple of num_attention_heads "
+                f"({self.num_attention_heads})"
             )
         if self.hidden_act not in ("gelu",):
-            raise ValueError(f"hidden_act={self.hidden_act!r}: only XLM-R's 'gelu' is supported")
+            raise ValueError(f"hidden_act is {_json(self.hidden_act)}: only XLM-R's \"gelu\" is supported")
         if self.max_position_embeddings <= self.pad_token_id + 1:
             raise ValueError(
-                f"max_position_embeddings={self.max_position_embeddings} leaves no room for "
-                f"positions, which start at pad_token_id + 1 = {self.pad_token_id + 1}"
+                f"max_position_embeddings is {self.max_position_embeddings}: expected more than "
+                f"pad_token_id + 1 = {self.pad_token_id + 1}, where positions start"
             )
+        # Sizes are bounded before anything is allocated: first the whole model, named by the
+        # field furthest beyond XLM-R XXL's, then each size on its own.
+        n = self.num_parameters
+        if n > MAX_PARAMETERS:
+            name = max(_XXL, key=lambda f: getattr(self, f) / _XXL[f])
+            raise ValueError(
+                f"{name} is {getattr(self, name)}: the encoder would have {n:.3g} parameters "
+                f"({4 * n / 1e9:.3g} GB in fp32); infoxlm accepts at most {MAX_PARAMETERS:.0e} "
+                f"(XLM-R XXL, the largest XLM-R, has 1.07e+10)"
+            )
+        for name, bound in _SIZES.items():
+            if getattr(self, name) > bound:
+                raise ValueError(
+                    f"{name} is {getattr(self, name)}: expected at most {bound:,} (a sanity bound; "
+                    f"XLM-R XXL has {_XXL.get(name, 1):,})"
+                )
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameters of the encoder with its MLM head (tied decoder counted once) and pooler."""
+        h, i, L, V = self.hidden_size, self.intermediate_size, self.num_hidden_layers, self.vocab_size
+        embeddings = (V + self.max_position_embeddings + self.type_vocab_size) * h + 2 * h
+        layer = 4 * (h * h + h) + 2 * h * i + i + h + 4 * h  # attention, feed-forward, 2 LayerNorms
+        head = h * h + 3 * h + V  # dense, LayerNorm, bias
+        return embeddings + L * layer + head + h * h + h
 
     @property
     def max_sequence_length(self) -> int:
@@ -81,6 +131,8 @@ class EncoderConfig:
             **dataclasses.asdict(self),
             "position_embedding_type": "absolute",
             "tie_word_embeddings": True,
+            # Marks the directory as written by infoxlm (a later export may replace it).
+            WRITER_KEY: __version__,
         }
 
     @classmethod
@@ -120,6 +172,38 @@ class EncoderConfig:
         if not isinstance(fields, dict):
             raise CheckpointError(f"{path}: expected a JSON object, found {type(fields).__name__}")
         return cls.from_hf_dict(fields, source=str(path))
+
+
+# Positive integer fields and a sanity bound on each (far above any XLM-R), and the whole
+# encoder's parameters: 2e10 is 80 GB in fp32, about twice XLM-R XXL.
+_SIZES = {
+    "vocab_size": 16_777_216,
+    "hidden_size": 65_536,
+    "num_hidden_layers": 1_024,
+    "num_attention_heads": 1_024,
+    "intermediate_size": 262_144,
+    "max_position_embeddings": 1_048_576,
+    "type_vocab_size": 1_024,
+}
+MAX_PARAMETERS = 2 * 10**10
+_XXL = {"vocab_size": 250_002, "hidden_size": 4_096, "num_hidden_layers": 48, "num_attention_heads": 32,
+        "intermediate_size": 16_384, "max_position_embeddings": 514, "type_vocab_size": 1}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _json(value: Any) -> str:
+    """A value as config.json spells it: true, null, "12"."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 _PRESETS: dict[str, dict[str, Any]] = {

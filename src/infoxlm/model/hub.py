@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from ..errors import CheckpointError
-from .config import EncoderConfig
+from .config import WRITER_KEY, EncoderConfig
 from .encoder import Encoder
 
 if TYPE_CHECKING:
@@ -37,6 +38,15 @@ PICKLE_WEIGHTS_NAME = "pytorch_model.bin"
 IGNORED_KEYS = {"embeddings.position_ids", "embeddings.token_type_ids"}
 # The decoder matrix is the word-embedding matrix (tied); it is never read or written.
 TIED_KEY = "lm_head.decoder.weight"
+
+
+def written_by_infoxlm(directory: str | Path) -> bool:
+    """Whether ``directory`` is a model directory infoxlm wrote (its config.json says so)."""
+    try:
+        fields = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(fields, dict) and WRITER_KEY in fields
 
 
 def read_checkpoint_tensors(directory: str | Path, map_location: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
@@ -59,16 +69,28 @@ def read_checkpoint_tensors(directory: str | Path, map_location: str | torch.dev
         try:
             state = torch.load(path, map_location=map_location, weights_only=True)
         except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
-            first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise CheckpointError(
-                f"{path}: refused to load ({first_line}); only plain tensors are read from "
-                "pickled checkpoints, never code"
-            ) from None
+            raise CheckpointError(_pickle_refusal(path, err)) from None
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise CheckpointError(f"{path}: expected a dict of tensors (a state dict)")
         return state
     raise CheckpointError(
         f"{directory}: no weights found; expected {WEIGHTS_NAME}, {SHARD_INDEX_NAME} or {PICKLE_WEIGHTS_NAME}"
+    )
+
+
+def _pickle_refusal(path: Path, err: BaseException) -> str:
+    """Why a pickled checkpoint was not read, and what to do instead (not torch's advice to pass
+    weights_only=False: that would run whatever code the file names)."""
+    text = str(err)
+    if "Weights only load failed" not in text:
+        first_line = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+        return f"{path}: not a readable PyTorch checkpoint ({first_line})"
+    found = re.search(r"GLOBAL ([\w.]+)", text) or re.search(r"global `?([\w.]+)", text)
+    what = f" (it names {found.group(1)})" if found else ""
+    return (
+        f"{path}: refused: this pickle holds more than tensors{what}, and loading it would run code "
+        f"from the file; infoxlm reads only plain tensors. Convert it to {WEIGHTS_NAME} with a tool "
+        "you trust, on a machine where running that file is safe"
     )
 
 

@@ -56,6 +56,8 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
     e.add_argument("run", type=Path, help="run directory of `infoxlm pretrain`")
     e.add_argument("out", type=Path, help="directory to write")
     e.add_argument("--step", type=int, default=None, help="checkpoint step (default: the latest)")
+    e.add_argument("--overwrite", action="store_true",
+                   help="replace OUT even if it is a non-empty directory infoxlm did not write")
     e.set_defaults(func=run_export)
 
 
@@ -94,8 +96,14 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from ..model.hub import written_by_infoxlm
+    from ..outputs import atomic_dir, check_output_dir
     from .loop import export
 
-    out = export(args.run, args.out, step=args.step)
-    print(f"exported {args.run} → {out}")
+    # OUT may replace an earlier export, never the run itself nor a directory of someone else's.
+    check_output_dir(args.out, written_by_us=written_by_infoxlm, overwrite=args.overwrite,
+                     sources=[("run directory", args.run)])
+    with atomic_dir(args.out, replace=True) as tmp:
+        export(args.run, tmp, step=args.step)
+    print(f"exported {args.run} → {args.out}")
     return 0

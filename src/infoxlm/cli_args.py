@@ -1,0 +1,43 @@
+"""Argument types shared by the commands, checked by argparse before any work starts.
+
+    >>> positive_int("32")
+    32
+    >>> positive_int("0")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: '0' is not a positive integer
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(text: str) -> int:
+    """An integer ≥ 1 (batch sizes, lengths, counts of steps or seeds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (epochs, learning rates)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (``infoxlm embed: error: …``) instead
+    of the usage block followed by the error; ``--help`` still shows the usage. Subcommand
+    parsers are made of the same class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

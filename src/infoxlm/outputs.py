@@ -1,0 +1,146 @@
+"""Where commands write: checks made before any work, and writes that never leave half a result.
+
+Every command that writes checks its output path first, so a mistake costs one line and no
+computation:
+
+- ``check_output_file``: an output file may not be a directory, nor lie under a file;
+- ``check_output_dir``: an output directory may not be a file, lie under a file, be or hold or
+  lie inside a directory the command reads (a run being exported), nor be a non-empty directory
+  the command did not write itself (unless ``overwrite``).
+
+and then writes through one of two context managers, which put the result in place only when it
+is complete and remove their temporary on any failure (an exception, Ctrl-C)::
+
+    >>> with atomic_file("out/vectors.npy") as tmp:  # doctest: +SKIP
+    ...     numpy.save(tmp, vectors)
+    >>> with atomic_dir("out/hf", replace=True) as tmp:  # doctest: +SKIP
+    ...     encoder.save_pretrained(tmp, tokenizer)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .errors import InfoXLMError
+
+
+class OutputError(InfoXLMError):
+    """An output path that cannot or must not be written."""
+
+
+def _file_above(path: Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` that is not a directory, if any."""
+    for parent in path.absolute().parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def check_output_file(path: str | Path, flag: str = "--output") -> Path:
+    """Refuse an output file path that is a directory or lies under a file; returns it."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory; {flag} names a file to write")
+    blocker = _file_above(path)
+    if blocker is not None:
+        raise OutputError(f"{path}: cannot be written: {blocker} is a file, not a directory")
+    return path
+
+
+def check_output_dir(
+    path: str | Path,
+    *,
+    written_by_us: Callable[[Path], bool] | None = None,
+    overwrite: bool = False,
+    sources: Iterable[tuple[str, str | Path]] = (),
+    flag: str | None = "--overwrite",
+) -> Path:
+    """Refuse an output directory that must not be written; returns it.
+
+    ``written_by_us(path)`` tells whether an existing non-empty directory is one this command
+    wrote (and may write again); any other non-empty directory is refused unless ``overwrite``
+    (``None``: every existing directory is accepted). ``flag`` is the option that asks for
+    ``overwrite``, named in the message (None: the command has none). ``sources`` are (description, directory)
+    pairs the command reads, e.g. ("run directory", RUN): the output may not be one of them,
+    lie inside one or hold one, whatever ``overwrite`` says.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{path}: is a file; expected a directory to write into")
+    blocker = _file_above(path)
+    if blocker is not None:
+        raise OutputError(f"{path}: cannot be created: {blocker} is a file, not a directory")
+    target = path.resolve()
+    for what, source in sources:
+        source = Path(source).resolve()
+        if target == source:
+            raise OutputError(f"{path}: is the {what}; write into another directory")
+        if source in target.parents:
+            raise OutputError(f"{path}: is inside the {what} {source}; write outside it")
+        if target in source.parents:
+            raise OutputError(f"{path}: holds the {what} {source}; write into another directory")
+    if path.is_dir() and written_by_us is not None and any(path.iterdir()) and not written_by_us(path):
+        if not overwrite:
+            remedy = f"choose another directory, or pass {flag} to replace it" if flag else "choose another directory"
+            raise OutputError(f"{path}: exists and is not empty, and infoxlm did not write it; {remedy}")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` (an empty file); on success it is renamed to
+    ``path``, on any failure removed. Missing parent directories are created."""
+    path = check_output_file(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # The suffix is kept (.tmp.png), for writers that pick the format by it.
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 → what open() would have made
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path, *, replace: bool = False) -> Iterator[Path]:
+    """Yield a temporary directory beside ``path``; on success it becomes ``path``, on any
+    failure it is removed. An existing ``path`` is replaced only if ``replace`` (it is moved
+    aside first and deleted after the new one is in place); otherwise it is an error."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 → what mkdir would have made
+        yield tmp
+        if not path.exists():
+            os.replace(tmp, path)
+            return
+        if not replace:
+            raise OutputError(f"{path}: exists; it is not replaced")
+        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+        os.replace(path, old / "d")  # the old directory moves aside in one rename
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            os.replace(old / "d", path)  # put it back
+            raise
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

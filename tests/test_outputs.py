@@ -1,0 +1,66 @@
+"""Output paths: the checks commands make before working, and writes that leave no half result."""
+
+from __future__ import annotations
+
+import pytest
+
+from infoxlm.outputs import OutputError, atomic_dir, atomic_file, check_output_dir, check_output_file
+
+
+def test_check_output_file(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f").write_text("x")
+    assert check_output_file(tmp_path / "new" / "deeper.json") == tmp_path / "new" / "deeper.json"
+    with pytest.raises(OutputError, match="is a directory"):
+        check_output_file(tmp_path / "d")
+    with pytest.raises(OutputError, match=r"f is a file, not a directory"):
+        check_output_file(tmp_path / "f" / "x" / "y.json")
+
+
+def test_check_output_dir_protects_sources_even_with_overwrite(tmp_path):
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+    for out, message in ((run, "is the run"), (run / "x", "inside the run"), (tmp_path / "runs", "holds the run")):
+        with pytest.raises(OutputError, match=message):
+            check_output_dir(out, written_by_us=lambda p: True, overwrite=True, sources=[("run", run)])
+    assert check_output_dir(tmp_path / "runs" / "b", sources=[("run", run)]) == tmp_path / "runs" / "b"
+
+
+def test_check_output_dir_refuses_foreign_non_empty_directories(tmp_path):
+    (tmp_path / "mine.txt").write_text("x")
+    with pytest.raises(OutputError, match="not empty.*--force"):
+        check_output_dir(tmp_path, written_by_us=lambda p: False, flag="--force")
+    assert check_output_dir(tmp_path, written_by_us=lambda p: False, overwrite=True) == tmp_path
+    assert check_output_dir(tmp_path, written_by_us=lambda p: True) == tmp_path
+    assert check_output_dir(tmp_path) == tmp_path  # no recogniser: any directory will do
+    with pytest.raises(OutputError, match="is a file"):
+        check_output_dir(tmp_path / "mine.txt")
+
+
+def test_atomic_file_renames_on_success_and_removes_on_failure(tmp_path):
+    with atomic_file(tmp_path / "sub" / "a.png") as tmp:
+        assert tmp.suffix == ".png" and tmp.parent == tmp_path / "sub"
+        tmp.write_text("done")
+    assert (tmp_path / "sub" / "a.png").read_text() == "done"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_file(tmp_path / "sub" / "b.json") as tmp:
+            tmp.write_text("half")
+            raise KeyboardInterrupt
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["a.png"]
+
+
+def test_atomic_dir_replaces_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "hf"
+    with atomic_dir(out) as tmp:
+        (tmp / "one").write_text("1")
+    with pytest.raises(RuntimeError):
+        with atomic_dir(out, replace=True) as tmp:
+            (tmp / "two").write_text("2")
+            raise RuntimeError("crash")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"] and [p.name for p in out.iterdir()] == ["one"]
+    with pytest.raises(OutputError, match="exists"):
+        with atomic_dir(out) as tmp:
+            pass
+    with atomic_dir(out, replace=True) as tmp:
+        (tmp / "two").write_text("2")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"] and [p.name for p in out.iterdir()] == ["two"]
