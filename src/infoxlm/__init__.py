@@ -10,7 +10,7 @@ The public API::
     embed(model_path, sentences)    pooled sentence embeddings from any layer
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 from .embedding import embed, embed_layers
 from .errors import CheckpointError, InfoXLMError, TokenizerError

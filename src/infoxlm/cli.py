@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import __version__
+from .version import __version__
 from .bench.bench_cli import add_bench_command
 from .cli_args import OneLineParser, positive_int
 from .data.prepare_cli import add_prepare_commands

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from ..errors import CheckpointError
 
 # model_type values whose checkpoints have exactly this architecture.
