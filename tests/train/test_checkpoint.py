@@ -43,3 +43,29 @@ def test_no_checkpoint_and_unreadable_checkpoint(tmp_path):
 
     with pytest.raises(CheckpointCorrupt, match="state.pt: cannot read checkpoint"):
         load_checkpoint(path)
+
+
+class _Arbitrary:
+    """A picklable object that is not a tensor: what weights_only=True refuses."""
+
+
+def test_a_pickled_object_is_refused_with_the_reason(tmp_path):
+    from infoxlm.train.checkpoint import CheckpointCorrupt
+
+    path = save_checkpoint(tmp_path, 5, {"step": 5})
+    torch.save({"step": 5, "thing": _Arbitrary()}, path / "state.pt")
+    with pytest.raises(CheckpointCorrupt) as caught:
+        load_checkpoint(path)
+    message = str(caught.value)
+    assert "could run code from the file" in message and "weights_only=False" not in message
+    assert len(message.splitlines()) == 1
+
+
+def test_a_damaged_checkpoint_is_one_line_without_torchs_advice(tmp_path):
+    from infoxlm.train.checkpoint import CheckpointCorrupt
+
+    path = save_checkpoint(tmp_path, 5, {"step": 5})
+    (path / "state.pt").write_bytes(b"garbage")
+    with pytest.raises(CheckpointCorrupt) as caught:
+        load_checkpoint(path)
+    assert "weights_only" not in str(caught.value) and len(str(caught.value).splitlines()) == 1

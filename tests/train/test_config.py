@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -50,3 +51,55 @@ def test_config_file(tmp_path):
     path.write_text('{"optim": {"lr": }}')
     with pytest.raises(ConfigError, match="c.json:1: not valid JSON"):
         load_config_file(path)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("optim.lr=-1", "optim.lr=-1.0: expected a finite number > 0"),
+        ("optim.lr=nan", "optim.lr=nan"),
+        ("optim.lr=null", "optim.lr=null"),
+        ("optim.lr=true", "optim.lr='true': expected a float, not true or false"),
+        ("optim.betas=[0.9, 1.5]", "optim.betas"),
+        ("optim.max_steps=0", "optim.max_steps=0: expected an integer >= 1"),
+        ("optim.warmup_steps=-1", "optim.warmup_steps=-1"),
+        ("optim.clip_norm=0", "optim.clip_norm=0.0"),
+        ("model.size=huge", "model.size='huge': expected one of tiny, small, base, large"),
+        ("model.dropout=2", "model.dropout=2.0: expected a finite number in [0, 1)"),
+        ("model.init_scheme=zeros", "model.init_scheme='zeros'"),
+        ("model.overrides=5", "model.overrides=5"),
+        ("objectives.xlco_weight=-1", "objectives.xlco_weight=-1.0"),
+        ("objectives.normaliser=sum", "objectives.normaliser='sum': expected one of paper, joint"),
+        ("contrast.momentum=1.5", "contrast.momentum=1.5: expected a finite number in [0, 1]"),
+        ("contrast.queue_size=0", "contrast.queue_size=0"),
+        ("contrast.start_step=-1", "contrast.start_step=-1"),
+        ("contrast.momentum_schedule=cosine", "contrast.momentum_schedule='cosine'"),
+        ("contrast.layer=0", "contrast.layer=0"),
+        ("run.save_every=0", "run.save_every=0: expected an integer >= 1"),
+        ("run.log_every=-1", "run.log_every=-1"),
+        ("run.device=banana", "run.device='banana'"),
+        ("run.keep_checkpoints=-1", "run.keep_checkpoints=-1"),
+        ("data.mmlm_batch_size=-1", "data.mmlm_batch_size must be an integer >= 0"),
+    ],
+)
+def test_every_section_validates_its_fields(override, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        apply_overrides(preset("test"), [override])
+
+
+def test_sections_validate_at_construction_and_whole_configs_on_request():
+    from infoxlm.train.config import ContrastConfig, OptimConfig
+
+    with pytest.raises(ConfigError, match=re.escape("optim.lr=0: expected")):
+        OptimConfig(lr=0)
+    with pytest.raises(ConfigError, match=re.escape("contrast.momentum=-0.1")):
+        ContrastConfig(momentum=-0.1)
+    cfg = preset("test")
+    cfg.optim.lr = float("inf")  # set by hand after construction: caught by validate()
+    with pytest.raises(ConfigError, match="optim.lr=inf"):
+        cfg.validate()
+    with pytest.raises(ConfigError, match="all 0: nothing to train"):
+        apply_overrides(preset("test"), ["data.mmlm_batch_size=0", "data.tlm_batch_size=0", "data.xlco_batch_size=0"])
+    # One objective left is enough; queue_size=0 is fine with in-batch negatives.
+    apply_overrides(preset("test"), ["data.mmlm_batch_size=0", "data.tlm_batch_size=0"])
+    apply_overrides(preset("test"), ["contrast.in_batch_negatives=true", "contrast.queue_size=0"])

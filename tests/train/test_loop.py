@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_file
 
 from infoxlm.train.checkpoint import latest_checkpoint, list_checkpoints
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import ConfigError, apply_overrides, preset
 from infoxlm.train.loop import TrainingError, export, pretrain
 
 from training_stores import write_mono, write_parallel, write_store
@@ -176,12 +176,18 @@ def test_every_ablation_runs(store, tmp_path, flags, present, absent):
 
 @pytest.mark.parametrize(
     "override, message",
-    [("contrast.pooling=max", "contrast.pooling='max': expected one of mean, cls"), ("contrast.temperature=0", "contrast.temperature=0")],
+    [("contrast.pooling=max", "contrast.pooling='max': expected one of cls, mean"), ("contrast.temperature=0", "contrast.temperature=0")],
 )
-def test_bad_contrast_settings_are_named(store, tmp_path, override, message):
-    cfg = apply_overrides(preset("test"), ["optim.max_steps=1", override])
-    with pytest.raises(TrainingError, match=re.escape(message)):
+def test_bad_contrast_settings_are_named(override, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        apply_overrides(preset("test"), ["optim.max_steps=1", override])
+
+
+def test_a_contrast_layer_above_the_encoder_is_named(store, tmp_path):
+    cfg = apply_overrides(preset("test"), ["optim.max_steps=1", "contrast.layer=9"])
+    with pytest.raises(TrainingError, match=re.escape("contrast.layer=9: the encoder has layers 1 … 2")):
         quiet(pretrain, cfg, store, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
 
 
 def test_xlco_joins_after_the_key_encoder_warm_up(store, tmp_path):

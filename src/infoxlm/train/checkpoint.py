@@ -13,6 +13,7 @@ in place.
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import shutil
 from pathlib import Path
@@ -79,8 +80,23 @@ def load_checkpoint(directory: Path, map_location: str | torch.device = "cpu") -
     path = Path(directory) / STATE_FILE
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        text = str(err)
+        if "Unsupported global" in text:
+            # torch's message advises weights_only=False: that would run whatever the file names.
+            raise CheckpointCorrupt(
+                f"{path}: holds pickled Python objects besides tensors, numbers and strings; infoxlm "
+                "refuses to load it, since unpickling them could run code from the file "
+                "(an infoxlm checkpoint never holds any)"
+            ) from None
+        detail = text.split("WeightsUnpickler error:", 1)[-1] if "WeightsUnpickler error:" in text else text
+        raise CheckpointCorrupt(f"{path}: cannot read checkpoint (damaged or not a checkpoint: {_first_line(detail)})") from None
     except Exception as err:  # a damaged file can fail in many ways; all mean the same here
-        raise CheckpointCorrupt(f"{path}: cannot read checkpoint ({type(err).__name__}: {err})") from None
+        raise CheckpointCorrupt(f"{path}: cannot read checkpoint ({type(err).__name__}: {_first_line(err)})") from None
+
+def _first_line(err: Exception | str) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else "no detail"
 
 
 def _fsync_directory(path: Path) -> None:

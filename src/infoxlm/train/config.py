@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+import torch
 
 from ..data.pipeline import PipelineConfig
 from ..errors import InfoXLMError
@@ -29,17 +32,80 @@ class ConfigError(InfoXLMError):
     """A configuration value or override that cannot be used."""
 
 
+ENCODER_SIZES = ("tiny", "small", "base", "large")  # EncoderConfig's named sizes
+INIT_SCHEMES = ("uniform", "normal")
+NORMALISERS = ("paper", "joint")
+MOMENTUM_SCHEDULES = ("constant", "inverse_sqrt")
+POOLINGS = ("cls", "mean")
+
+
+class Section:
+    """What every config section shares: ``validate()`` checks each field's type and range and
+    raises ``ConfigError("section.field=value: expected …")``. It runs at construction
+    (``__post_init__``), so a section that exists is a valid one; ``apply_overrides`` replaces
+    a section rather than setting a field, and the trainer validates again before it allocates
+    anything (a field may have been set by hand since)."""
+
+    SECTION = ""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        raise NotImplementedError
+
+    def _fail(self, name: str, expected: str) -> None:
+        value = getattr(self, name)
+        shown = "null" if value is None else repr(value)
+        raise ConfigError(f"{self.SECTION}.{name}={shown}: expected {expected}")
+
+    def _integer(self, name: str, smallest: int) -> None:
+        value = getattr(self, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
+            self._fail(name, f"an integer >= {smallest}")
+
+    def _number(self, name: str, low: float, high: float = math.inf, *, low_open: bool = False, high_open: bool = False, finite: bool = True) -> None:
+        """A real number in [low, high] (ends excluded where *_open), not NaN; finite unless told."""
+        value = getattr(self, name)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+        ok = ok and (not finite or math.isfinite(value))
+        ok = ok and (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+        if not ok:
+            left, right = "(" if low_open else "[", ")" if high_open else "]"
+            where = f"> {low:g}" if high == math.inf and low_open else f">= {low:g}" if high == math.inf else f"in {left}{low:g}, {high:g}{right}"
+            self._fail(name, f"a {'finite ' if finite else ''}number {where}")
+
+    def _choice(self, name: str, choices: tuple[str, ...]) -> None:
+        if getattr(self, name) not in choices:
+            self._fail(name, f"one of {', '.join(choices)}")
+
+    def _boolean(self, name: str) -> None:
+        if not isinstance(getattr(self, name), bool):
+            self._fail(name, "true or false")
+
+
 @dataclass
-class ModelConfig:
+class ModelConfig(Section):
+    SECTION: ClassVar[str] = "model"
     size: str = "base"  # an EncoderConfig preset: tiny, small, base, large
     init: str | None = None  # a Hugging Face XLM-R directory to continue from; None = from scratch
     init_scheme: str = "uniform"  # from scratch: U[-0.02, 0.02] as in the paper's appendix, or "normal"
     dropout: float = 0.0  # hidden and attention dropout; the authors use 0 for continued pre-training
     overrides: dict[str, Any] = field(default_factory=dict)  # any EncoderConfig field, e.g. {"num_hidden_layers": 6}
 
+    def validate(self) -> None:
+        self._choice("size", ENCODER_SIZES)
+        if self.init is not None and (not isinstance(self.init, str) or not self.init):
+            self._fail("init", "a model directory, or null (from scratch)")
+        self._choice("init_scheme", INIT_SCHEMES)
+        self._number("dropout", 0.0, 1.0, high_open=True)
+        if not isinstance(self.overrides, dict):
+            self._fail("overrides", 'a JSON object of EncoderConfig fields, e.g. {"num_hidden_layers": 6}')
+
 
 @dataclass
-class ObjectiveConfig:
+class ObjectiveConfig(Section):
+    SECTION: ClassVar[str] = "objectives"
     mmlm_weight: float = 1.0
     tlm_weight: float = 1.0
     xlco_weight: float = 1.0
@@ -47,9 +113,15 @@ class ObjectiveConfig:
     # "joint": the authors' code, one normaliser = XLCO sentences + TLM and MLM masked tokens.
     normaliser: str = "paper"
 
+    def validate(self) -> None:
+        for name in ("mmlm_weight", "tlm_weight", "xlco_weight"):
+            self._number(name, 0.0)
+        self._choice("normaliser", NORMALISERS)
+
 
 @dataclass
-class ContrastConfig:
+class ContrastConfig(Section):
+    SECTION: ClassVar[str] = "contrast"
     layer: int = 8  # the universal layer (hidden_states index): 8 of 12 for base, 12 of 24 for large
     queue_size: int = 131_072
     # The authors' released code: τ = 0.25 on unnormalised vectors. Kept as the default so that
@@ -66,9 +138,24 @@ class ContrastConfig:
     pooling: str = "cls"
     start_step: int = 0  # XLCO joins after this many steps (key-encoder warm-up from scratch)
 
+    def validate(self) -> None:
+        self._integer("layer", 1)  # its upper bound is the encoder's depth, checked by the trainer
+        self._boolean("in_batch_negatives")
+        self._integer("queue_size", 0)
+        if self.queue_size == 0 and not self.in_batch_negatives:
+            self._fail("queue_size", "a positive number of negative keys (0 only with contrast.in_batch_negatives=true)")
+        self._number("temperature", 0.0, low_open=True)
+        self._boolean("normalize")
+        self._number("momentum", 0.0, 1.0)
+        self._choice("momentum_schedule", MOMENTUM_SCHEDULES)
+        self._boolean("use_momentum")
+        self._choice("pooling", POOLINGS)
+        self._integer("start_step", 0)
+
 
 @dataclass
-class OptimConfig:
+class OptimConfig(Section):
+    SECTION: ClassVar[str] = "optim"
     lr: float = 2e-4
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-6
@@ -77,9 +164,26 @@ class OptimConfig:
     max_steps: int = 150_000
     clip_norm: float = 1.0
 
+    def validate(self) -> None:
+        self._number("lr", 0.0, low_open=True)
+        betas = self.betas
+        if (
+            not isinstance(betas, (tuple, list))
+            or len(betas) != 2
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1 for b in betas)
+        ):
+            self._fail("betas", "two numbers in [0, 1), e.g. [0.9, 0.98]")
+        self.betas = tuple(float(b) for b in betas)
+        self._number("eps", 0.0)
+        self._number("weight_decay", 0.0)
+        self._integer("warmup_steps", 0)
+        self._integer("max_steps", 1)
+        self._number("clip_norm", 0.0, low_open=True)
+
 
 @dataclass
-class RunConfig:
+class RunConfig(Section):
+    SECTION: ClassVar[str] = "run"
     seed: int = 0
     save_every: int = 1000
     keep_checkpoints: int = 3
@@ -90,6 +194,23 @@ class RunConfig:
     # the matrix products. For GPUs; costs about half a minute of compiling at the start.
     compile: bool = False
 
+    def validate(self) -> None:
+        self._integer("seed", 0)
+        if self.seed >= 2**63:
+            self._fail("seed", "an integer below 2**63")
+        self._integer("save_every", 1)
+        self._integer("keep_checkpoints", 0)  # 0 keeps every checkpoint
+        self._integer("log_every", 1)
+        if self.device is not None:
+            try:
+                kind = torch.device(self.device).type if isinstance(self.device, str) else None
+            except RuntimeError:
+                kind = None
+            if kind not in ("cpu", "cuda"):
+                self._fail("device", "cpu, cuda or cuda:N (CUDA's availability is checked when the run starts)")
+        self._boolean("bf16")
+        self._boolean("compile")
+
 
 @dataclass
 class TrainConfig:
@@ -99,6 +220,22 @@ class TrainConfig:
     contrast: ContrastConfig = field(default_factory=ContrastConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> "TrainConfig":
+        """Check every section and what spans sections; returns the config."""
+        for section in (self.model, self.objectives, self.contrast, self.optim, self.run):
+            section.validate()
+        if not isinstance(self.data, PipelineConfig):
+            raise ConfigError(f"data: expected a PipelineConfig, got {type(self.data).__name__}")
+        if not self.data.enabled:
+            raise ConfigError(
+                "data.mmlm_batch_size, data.tlm_batch_size and data.xlco_batch_size are all 0: "
+                "nothing to train; expected at least one objective with a positive batch size"
+            )
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -139,7 +276,11 @@ def _parse_value(text: str, current: Any, name: str) -> Any:
     except json.JSONDecodeError:
         value = text  # a bare string such as a path or a schedule name
     if lowered in ("none", "null"):
-        return None
+        return None  # the section's validation refuses it where a value is required
+    if current is None or isinstance(current, str):  # a name or a path: the text itself
+        return value if isinstance(value, str) else text.strip()
+    if isinstance(value, bool):  # JSON true / false where a number belongs
+        raise ConfigError(f"{name}={text!r}: expected a {type(current).__name__}, not true or false")
     try:
         if isinstance(current, int) and not isinstance(value, bool):
             if isinstance(value, float) and not value.is_integer():
@@ -172,17 +313,21 @@ def apply_overrides(config: TrainConfig, overrides: list[str]) -> TrainConfig:
             )
         current = getattr(section, field_name)
         if section_name == "model" and field_name == "overrides":
-            value = json.loads(text) if text.strip().startswith("{") else current
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = text  # refused by ModelConfig.validate
         else:
             value = _parse_value(text, current, name)
-        if section_name == "data":  # PipelineConfig is frozen and validates itself
+        # A new section, validated at construction: an invalid value never lands in the config.
+        if section_name == "data":  # PipelineConfig (data/) says "field must be …" in its messages
             try:
                 config.data = dataclasses.replace(config.data, **{field_name: value})
             except ValueError as err:
-                raise ConfigError(f"override {item!r}: {err}") from None
+                raise ConfigError(f"data.{err}") from None
         else:
-            setattr(section, field_name, value)
-    return config
+            setattr(config, section_name, dataclasses.replace(section, **{field_name: value}))
+    return config.validate()
 
 
 def load_config_file(path: Path) -> list[str]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from .config import ConfigError
+
 
 @dataclass(frozen=True)
 class World:
@@ -36,7 +38,14 @@ def init_world(device: str | None = None) -> World:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch_device = torch.device(device)
+    try:
+        torch_device = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(f"run.device={device!r}: expected cpu, cuda or cuda:N") from None
+    if torch_device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"run.device={device!r}: CUDA is not available on this machine (torch {torch.__version__}); use --device cpu")
+    if torch_device.type == "cuda" and (torch_device.index or 0) >= torch.cuda.device_count():
+        raise ConfigError(f"run.device={device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
     if torch_device.type == "cuda":
         torch_device = torch.device("cuda", local_rank if size > 1 else (torch_device.index or 0))
         torch.cuda.set_device(torch_device)

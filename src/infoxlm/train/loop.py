@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,14 @@ from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, barrier, init_world, shutdown
 from .joint_model import JointModel, MicroStepLosses
-from .metrics import MetricsLog
-from .optim import build_optimizer, build_scheduler
+from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog
+from .optim import build_optimizer, build_scheduler, linear_warmup_decay
+from .store_identity import TOKENIZER_FILES, corpus_changes, store_identity, tokenizer_change, tokenizer_file_fingerprints
 
 OBJECTIVES = ("mmlm", "tlm", "xlco")
 # The queue pre-fill draws its own XLCO examples, from a seed stream apart from training's.
 PREFILL_SEED_OFFSET = 1_000_003
+STORE_IDENTITY_FILE = "store_identity.json"  # RUN/: the store identity of the latest start
 
 
 class TrainingError(InfoXLMError):
@@ -61,18 +64,31 @@ class Trainer:
         output: str | Path,
         *,
         allow_config_change: bool = False,
+        allow_data_change: bool = False,
         progress: bool = True,
     ):
-        self.config = resolve_config(config)
+        # Everything is checked before anything is allocated or written: the config, the run
+        # directory's place, the device, the store and (on resume) the checkpoint against both.
+        self.config = resolve_config(config.validate())
         self.run_dir = Path(output)
+        _check_output_path(self.run_dir)
         self.world: World = init_world(config.run.device)
         self.progress = progress and self.world.is_main
         self.store = TokenStore.open(data)
+        self.store_identity = store_identity(self.store)
+        found = latest_checkpoint(self.run_dir)
+        self.resume_from = found
+        resume_state = load_checkpoint(found, map_location=self.world.device) if found is not None else None
+        if resume_state is not None:
+            self._check_resume(resume_state, found, allow_config_change, allow_data_change)
+        elif config.model.init:
+            self._check_init_tokenizer(config.model.init)
         self.pipeline = DataPipeline(self.store, self.config.data)
-        self._check_run_directory(allow_config_change)
 
         torch.manual_seed(config.run.seed)  # the fresh weights
         self.encoder = self._build_encoder()
+        if resume_state is not None:
+            self._check_encoder_shape(resume_state, found)
         self.contrast = self._build_contrast()
         device = self.world.device
         self.encoder.to(device)
@@ -93,25 +109,105 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, config.optim.warmup_steps, config.optim.max_steps)
         self.joint_step = JointStep(config, self.world, self.model, self.ddp, self.optimizer, self.scheduler, run_dir=self.run_dir)
         self.step = 0
-        self._resume()
+        if resume_state is not None:
+            self._resume(resume_state, found)
+        self._write_run_directory()  # only now: a run that cannot start leaves nothing changed
 
     # --- set-up ---------------------------------------------------------------------------
 
-    def _check_run_directory(self, allow_config_change: bool) -> None:
-        saved = self.run_dir / "config.json"
-        resolved = self.config.to_json()
-        if saved.is_file() and latest_checkpoint(self.run_dir) is not None:
-            before = saved.read_text()
-            if before.strip() != resolved.strip() and not allow_config_change:
-                changed = _changed_fields(json.loads(before), json.loads(resolved))
+    def _check_resume(self, state: dict[str, Any], checkpoint: Path, allow_config_change: bool, allow_data_change: bool) -> None:
+        """Refuse, in one line, to continue a checkpoint on other data or with a config it cannot take."""
+        where = f"{self.run_dir}: {checkpoint.name}"
+        before = _checkpoint_store_identity(state, self.run_dir)
+        if before is not None:
+            changed_tokenizer = tokenizer_change(before, self.store_identity)
+            if changed_tokenizer:
                 raise TrainingError(
-                    f"{self.run_dir}: holds a run with a different config ({', '.join(changed[:5])}); "
-                    "use another --output, or --allow-config-change to continue it with the new config"
+                    f"{where} was trained on a store with another tokenizer than {self.store.root} "
+                    f"({changed_tokenizer}); a run cannot change its tokenizer, not even with --allow-config-change: "
+                    "use the run's store, or another --output"
                 )
-        if self.world.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            saved.write_text(resolved + "\n")
-            self._copy_tokenizer()
+            changes = corpus_changes(before, self.store_identity)
+            if changes and not allow_data_change:
+                raise TrainingError(
+                    f"{self.store.root}: not the data {where} was trained on ({'; '.join(changes[:4])}); "
+                    "resuming would change every later step's examples: use the run's store, or "
+                    "--allow-data-change to continue on the store as it is now"
+                )
+        saved = json.loads(state["config"]) if "config" in state else None
+        if saved is None:
+            return
+        resolved = json.loads(self.config.to_json())
+        changed = _changed_fields(saved, resolved)
+        if not changed:
+            return
+        if not allow_config_change:
+            raise TrainingError(
+                f"{self.run_dir}: holds a run with a different config ({', '.join(changed[:5])}); "
+                "use another --output, or --allow-config-change to continue it with the new config"
+            )
+        # What the checkpoint's tensors fix (their presence and shapes) cannot change; the
+        # encoder's own shape is compared once it is built (_check_encoder_shape).
+        fixed = ["contrast.layer", "contrast.queue_size", "contrast.use_momentum"]
+        xlco_before = saved.get("data", {}).get("xlco_batch_size", 0) > 0
+        xlco_after = "xlco" in self.config.data.enabled
+        if xlco_before != xlco_after:
+            raise TrainingError(
+                f"{where}: XLCO was {'on' if xlco_before else 'off'} and the new config turns it "
+                f"{'on' if xlco_after else 'off'} (data.xlco_batch_size); the checkpoint's key encoder and "
+                "queue cannot follow: use another --output"
+            )
+        if xlco_before:
+            for name in fixed:
+                section, field_name = name.split(".")
+                a, b = saved.get(section, {}).get(field_name), resolved[section][field_name]
+                if a != b:
+                    raise TrainingError(
+                        f"{where}: {name} {a!r} → {b!r} cannot be applied to a run (its key encoder and queue "
+                        "are shaped by it), not even with --allow-config-change: use another --output"
+                    )
+
+    def _check_encoder_shape(self, state: dict[str, Any], checkpoint: Path) -> None:
+        """The new config's encoder must have the checkpoint's shape (dropout may differ)."""
+        saved = json.loads(state["encoder_config"])
+        now = dataclasses.asdict(self.encoder.config)
+        ignored = {"hidden_dropout_prob", "attention_probs_dropout_prob"}
+        differ = [f"{k} {saved.get(k)!r} → {now.get(k)!r}" for k in sorted(set(saved) | set(now))
+                  if k not in ignored and saved.get(k) != now.get(k)]
+        if differ:
+            raise TrainingError(
+                f"{self.run_dir}: {checkpoint.name} holds a model of another shape than the config asks for "
+                f"({', '.join(differ[:4])}; see model.size, model.overrides, model.init); a run cannot change "
+                "its model's shape, not even with --allow-config-change: use another --output"
+            )
+
+    def _check_init_tokenizer(self, init: str) -> None:
+        """--init's tokenizer must be the store's: the model's ids must mean the store's pieces."""
+        theirs = tokenizer_file_fingerprints(init)
+        ours = self.store_identity["tokenizer"]["fingerprint"]
+        if not theirs:
+            if self.world.is_main:
+                print(
+                    f"warning: --init {init} has no tokenizer file ({' or '.join(TOKENIZER_FILES)}); "
+                    f"cannot check that {self.store.root} was tokenized with the model's tokenizer",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return
+        if ours not in theirs.values():
+            name, fingerprint = next(iter(theirs.items()))
+            raise TrainingError(
+                f"--init {init}: its tokenizer ({name}, {fingerprint[:12]}…) is not the one {self.store.root} "
+                f"was tokenized with ({ours[:12] if ours else None}…); prepare the store with the model's tokenizer"
+            )
+
+    def _write_run_directory(self) -> None:
+        if not self.world.is_main:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.json").write_text(self.config.to_json() + "\n")
+        (self.run_dir / STORE_IDENTITY_FILE).write_text(json.dumps(self.store_identity, indent=2, sort_keys=True) + "\n")
+        self._copy_tokenizer()
 
     def _copy_tokenizer(self) -> None:
         """Keep the store's tokenizer (STORE/tokenizer) with the run, so that export includes it."""
@@ -157,19 +253,33 @@ class Trainer:
         # Buffers are not broadcast: the queue is identical on every rank by construction.
         return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
 
-    def _resume(self) -> None:
-        checkpoint = latest_checkpoint(self.run_dir)
-        if checkpoint is None:
-            return
-        state = load_checkpoint(checkpoint, map_location=self.world.device)
-        self.encoder.load_state_dict(state["model"])
-        if self.contrast is not None:
-            self.contrast.load_state_dict(state["contrast"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+    def _resume(self, state: dict[str, Any], checkpoint: Path) -> None:
+        try:
+            self.encoder.load_state_dict(state["model"])
+            if self.contrast is not None:
+                self.contrast.load_state_dict(state["contrast"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+        except (RuntimeError, KeyError, ValueError, TypeError) as err:  # a checkpoint the checks above did not foresee
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise TrainingError(f"{self.run_dir}: {checkpoint.name} does not fit the model of this config ({first})") from None
         self.step = int(state["step"])
+        self._apply_optim_config()
         if self.world.is_main:
             print(f"resuming {self.run_dir} from {checkpoint.name} (step {self.step})", flush=True)
+
+    def _apply_optim_config(self) -> None:
+        """The optimizer's state dict brings back the hyperparameters it was saved with; the
+        config's win (the same values unless --allow-config-change changed them)."""
+        cfg = self.config.optim
+        self.scheduler.base_lrs = [cfg.lr for _ in self.optimizer.param_groups]
+        lrs = []
+        for group in self.optimizer.param_groups:
+            group.update(betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, initial_lr=cfg.lr)
+            # What LambdaLR computes at this step: base_lr × multiplier.
+            group["lr"] = cfg.lr * linear_warmup_decay(self.scheduler.last_epoch, cfg.warmup_steps, cfg.max_steps)
+            lrs.append(group["lr"])
+        self.scheduler._last_lr = lrs
 
     def checkpoint_state(self) -> dict[str, Any]:
         return {
@@ -180,11 +290,19 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "encoder_config": json.dumps(dataclasses.asdict(self.encoder.config)),
             "config": self.config.to_json(),
+            "store_identity": json.dumps(self.store_identity, sort_keys=True),
         }
 
     def save(self) -> None:
         if self.world.is_main:
-            save_checkpoint(self.run_dir, self.step, self.checkpoint_state(), keep=self.config.run.keep_checkpoints)
+            state = self.checkpoint_state()
+            bad = non_finite_tensors(state)
+            if bad:  # a checkpoint is a promise of good weights: never keep non-finite ones
+                raise TrainingError(
+                    f"step {self.step}: {bad[0]} holds non-finite values (and {len(bad) - 1} more tensors); "
+                    f"not saved, stopping; {last_good_checkpoint(self.run_dir)}"
+                )
+            save_checkpoint(self.run_dir, self.step, state, keep=self.config.run.keep_checkpoints)
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -192,8 +310,9 @@ class Trainer:
         cfg = self.config
         if self.world.is_main:
             print(f"config:\n{cfg.to_json()}", flush=True)
-        log = MetricsLog(self.run_dir, enabled=self.world.is_main)
+        log = MetricsLog(self.run_dir, enabled=self.world.is_main, resume_step=self.step)
         bar = tqdm(total=cfg.optim.max_steps, initial=self.step, desc="pretrain", unit="step", disable=not self.progress)
+        interrupted = False
         try:
             while self.step < cfg.optim.max_steps:
                 metrics = self.train_step()
@@ -204,9 +323,12 @@ class Trainer:
                     bar.set_postfix_str(_postfix(metrics), refresh=False)
                 if self.step % cfg.run.save_every == 0 or self.step == cfg.optim.max_steps:
                     self.save()
+        except KeyboardInterrupt:
+            interrupted = True  # Ctrl-C: the last checkpoint stays; end within seconds
+            raise
         finally:
             bar.close()
-            log.close()
+            log.close(timeout=1.0 if interrupted else TENSORBOARD_CLOSE_TIMEOUT_S)
 
     def train_step(self, phases: "StepPhases | None" = None) -> dict[str, float]:
         """One optimizer step: data → ``JointStep`` (losses → backward → clip → step → EMA →
@@ -372,6 +494,15 @@ class JointStep:
             sums_cpu = sums.tolist()
             self._stop_if_not_finite(sums_cpu, counts, step)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, cfg.optim.clip_norm)
+            grad_norm = float(grad_norm)  # the host reads it (as the metrics do) before stepping
+            if not math.isfinite(grad_norm):
+                # Finite losses, non-finite gradient: the step would write NaN into every weight.
+                # Stop before it (as torchtitan does): a run that diverged is not continued
+                # blindly; the user lowers optim.lr or raises the warm-up and resumes.
+                raise TrainingError(
+                    f"step {step}: the gradient norm is not finite ({grad_norm}) while the losses are; "
+                    f"stopping before the update; {last_good_checkpoint(self.run_dir)}"
+                )
             lr = self.scheduler.get_last_lr()[0]
             self.optimizer.step()
             self.scheduler.step()
@@ -385,7 +516,7 @@ class JointStep:
         with phases("queue"):
             if keys:
                 self.enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
-        return StepResult(sums=sums_cpu, counts=counts, grad_norm=float(grad_norm), lr=lr, momentum=momentum)
+        return StepResult(sums=sums_cpu, counts=counts, grad_norm=grad_norm, lr=lr, momentum=momentum)
 
     # --- pieces of the step -----------------------------------------------------------------
 
@@ -421,10 +552,9 @@ class JointStep:
     def _stop_if_not_finite(self, sums: list[float], counts: dict[str, int], step: int) -> None:
         for j, name in enumerate(OBJECTIVES):
             if counts[name] > 0 and not math.isfinite(sums[j]):
-                where = f" in {self.run_dir / 'checkpoints'}" if self.run_dir is not None else ""
                 raise TrainingError(
                     f"step {step}: the {name} loss is not finite ({sums[j] / counts[name]}); "
-                    f"stopping with the last good checkpoint{where}"
+                    f"stopping; {last_good_checkpoint(self.run_dir)}"
                 )
 
     def enqueue_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> None:
@@ -438,6 +568,59 @@ def compile_encoders(encoder: Encoder, contrast: MomentumContrast | None) -> Non
     encoder.compile_layers()
     if contrast is not None and contrast.key_encoder is not None:
         contrast.key_encoder.compile_layers()
+
+
+def non_finite_tensors(state: Any, prefix: str = "") -> list[str]:
+    """Names of the floating-point tensors in a (nested) state dict holding NaN or ±inf.
+
+    One device-to-host read for all of them."""
+    names, tensors = [], []
+
+    def walk(node: Any, name: str) -> None:
+        if isinstance(node, torch.Tensor):
+            if node.is_floating_point() and node.numel():
+                names.append(name)
+                tensors.append(node)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{name}.{key}" if name else str(key))
+        elif isinstance(node, (list, tuple)):
+            for j, value in enumerate(node):
+                walk(value, f"{name}.{j}")
+
+    walk(state, prefix)
+    if not tensors:
+        return []
+    finite = torch.stack([torch.isfinite(t).all() for t in tensors]).cpu().tolist()
+    return [name for name, ok in zip(names, finite) if not ok]
+
+
+def last_good_checkpoint(run_dir: Path | None) -> str:
+    """Where the run can be resumed from, in words: the newest checkpoint that exists."""
+    if run_dir is None:
+        return "no checkpoint kept (no run directory)"
+    found = latest_checkpoint(run_dir)
+    return f"the last good checkpoint is {found}" if found is not None else f"no checkpoint was saved in {run_dir}"
+
+
+def _check_output_path(run_dir: Path) -> None:
+    """--output must be a directory, or a path that can become one (no file on the way)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise TrainingError(f"--output {run_dir}: exists and is not a directory; expected a run directory")
+    for parent in run_dir.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise TrainingError(f"--output {run_dir}: {parent} is a file, not a directory")
+            break
+
+
+def _checkpoint_store_identity(state: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
+    """The store identity a checkpoint was trained on (RUN/store_identity.json for checkpoints
+    written before it was kept in them; None when neither has it)."""
+    if "store_identity" in state:
+        return json.loads(state["store_identity"])
+    path = run_dir / STORE_IDENTITY_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _aligned(batches: list, i: int, micro_steps: int):
@@ -501,6 +684,12 @@ def export(run_dir: str | Path, output: str | Path, step: int | None = None) -> 
             steps = [s for s, _ in list_checkpoints(run_dir)]
             raise TrainingError(f"{run_dir}: no checkpoint of step {step}; available: {steps}")
     state = load_checkpoint(found)
+    bad = non_finite_tensors(state["model"])
+    if bad:
+        raise TrainingError(
+            f"{found}: {bad[0]} holds non-finite values (and {len(bad) - 1} more tensors); "
+            "refusing to export a diverged model: pick an earlier checkpoint with --step"
+        )
     encoder = Encoder(EncoderConfig(**json.loads(state["encoder_config"])))
     encoder.load_state_dict(state["model"])
     # Pre-training may run without dropout; fine-tuning from the export expects XLM-R's 0.1.

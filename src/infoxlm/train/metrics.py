@@ -3,26 +3,40 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from pathlib import Path
 
+# How long closing may wait for TensorBoard's writer thread: an interrupted run must end
+# within seconds, and a writer whose queue an interrupt left inconsistent never finishes.
+TENSORBOARD_CLOSE_TIMEOUT_S = 5.0
+
 
 class MetricsLog:
-    """Appends one JSON object per logged step to RUN/metrics.jsonl (and RUN/tensorboard/)."""
+    """Appends one JSON object per logged step to RUN/metrics.jsonl (and RUN/tensorboard/).
 
-    def __init__(self, run_dir: Path, enabled: bool = True):
+    ``resume_step``: the step the run continues from. Lines of later steps (logged by a run
+    killed after its last checkpoint) are dropped from metrics.jsonl first, and TensorBoard
+    purges its events of those steps, so that every step appears once.
+    """
+
+    def __init__(self, run_dir: Path, enabled: bool = True, resume_step: int = 0):
         self.enabled = enabled
         self._file = None
         self._tensorboard = None
         if not enabled:
             return
         run_dir.mkdir(parents=True, exist_ok=True)
-        self._file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
+        path = run_dir / "metrics.jsonl"
+        truncate_metrics(path, resume_step)
+        self._file = open(path, "a", encoding="utf-8")
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:  # tensorboard is optional: pip install 'infoxlm[tb]'
             return
-        self._tensorboard = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+        # Steps are logged after they ran (1 …); events of steps after resume_step are hidden.
+        self._tensorboard = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=resume_step + 1)
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
         if not self.enabled:
@@ -33,8 +47,35 @@ class MetricsLog:
             for name, value in metrics.items():
                 self._tensorboard.add_scalar(name, value, step)
 
-    def close(self) -> None:
+    def close(self, timeout: float = TENSORBOARD_CLOSE_TIMEOUT_S) -> None:
+        """Close the JSON file, then TensorBoard's writer, waiting at most ``timeout`` seconds
+        for it (its thread is a daemon: a writer that does not finish is abandoned)."""
         if self._file is not None:
             self._file.close()
-        if self._tensorboard is not None:
-            self._tensorboard.close()
+            self._file = None
+        writer, self._tensorboard = self._tensorboard, None
+        if writer is not None:
+            closing = threading.Thread(target=writer.close, name="close-tensorboard", daemon=True)
+            closing.start()
+            closing.join(timeout)
+
+
+def truncate_metrics(path: Path, last_step: int) -> None:
+    """Keep the lines of metrics.jsonl up to ``last_step`` (and drop a torn last line)."""
+    if not path.is_file():
+        return
+    kept, dropped = [], False
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            step = json.loads(line)["step"]
+        except (ValueError, KeyError, TypeError):
+            dropped = True  # a line cut short by a kill
+            continue
+        if step <= last_step and line.endswith("\n"):
+            kept.append(line)
+        else:
+            dropped = True
+    if dropped:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(kept), encoding="utf-8")
+        os.replace(tmp, path)

@@ -43,7 +43,19 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
     ablations.add_argument("--no-mixup", action="store_true", help="−Mixup: plain translation pairs in XLCO")
     ablations.add_argument("--no-momentum", action="store_true", help="−Momentum: keys from the query encoder")
     ablations.add_argument("--contrast-layer", type=int, default=None, help="contrast on this layer (contrast.layer)")
-    p.add_argument("--allow-config-change", action="store_true", help="resume a run directory whose config differs")
+    p.add_argument(
+        "--allow-config-change",
+        action="store_true",
+        help="resume a run directory whose config differs (not its model's shape, XLCO on/off, "
+        "contrast.layer/queue_size/use_momentum, nor its tokenizer)",
+    )
+    p.add_argument(
+        "--allow-data-change",
+        action="store_true",
+        help="resume on a store whose corpora differ from those the run was trained on (added, "
+        "removed or re-prepared; later steps then see other examples); a store with another "
+        "tokenizer is always refused",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_pretrain)
 
@@ -90,6 +102,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
         args.data,
         args.output,
         allow_config_change=args.allow_config_change,
+        allow_data_change=args.allow_data_change,
         progress=not args.no_progress,
     )
     return 0

@@ -1,0 +1,83 @@
+"""What a run was trained on: the store's tokenizer and corpora, to refuse a resume on other data.
+
+A run's steps are functions of (seed, step, store): the same step on another store is another
+step. The identity is small and cheap (no pass over the tokens): the tokenizer's SHA-256 and
+vocabulary size from ``store.json``, and per corpus its counts and the fingerprint of the
+inputs it was prepared from (``meta.json``). Each checkpoint keeps the identity it was
+trained on; ``RUN/store_identity.json`` holds the latest, for people.
+
+    >>> before = {"tokenizer": {"fingerprint": "ab" * 32, "vocab_size": 9}, "corpora": {"mono/de": {"tokens": 5}}}
+    >>> after = {"tokenizer": before["tokenizer"], "corpora": {"mono/de": {"tokens": 7}, "mono/fr": {"tokens": 2}}}
+    >>> corpus_changes(before, after)
+    ['added mono/fr', 'mono/de changed (tokens 5 → 7)']
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from ..data.store import TokenStore
+
+# Files of a Hugging Face XLM-R directory that define its ids (tokenizer.py reads either).
+TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model")
+
+
+def store_identity(store: TokenStore) -> dict[str, Any]:
+    """{"tokenizer": {"fingerprint", "vocab_size"}, "corpora": {"mono/de": {...}, "parallel/en-de": {...}}}"""
+    tokenizer = store.info.get("tokenizer", {})
+    corpora: dict[str, dict[str, Any]] = {}
+    for language, corpus in store.mono.items():
+        corpora[f"mono/{language}"] = {
+            "lines": corpus.num_lines,
+            "documents": corpus.num_documents,
+            "tokens": corpus.num_tokens,
+            "input_fingerprint": corpus.meta.get("input_fingerprint"),
+        }
+    for pair, corpus in store.parallel.items():
+        corpora[f"parallel/{pair}"] = {
+            "pairs": corpus.num_pairs,
+            "tokens": corpus.num_tokens,
+            "input_fingerprint": corpus.meta.get("input_fingerprint"),
+        }
+    return {
+        "tokenizer": {"fingerprint": tokenizer.get("fingerprint"), "vocab_size": tokenizer.get("vocab_size")},
+        "corpora": corpora,
+    }
+
+
+def tokenizer_change(before: dict[str, Any], after: dict[str, Any]) -> str | None:
+    """How the tokenizer differs ("tokenizer 1a2b3c4d5e6f… (vocabulary 200) → …"), or None."""
+    a, b = before.get("tokenizer", {}), after.get("tokenizer", {})
+    if a.get("fingerprint") == b.get("fingerprint"):
+        return None
+    return f"tokenizer {_short(a.get('fingerprint'))} (vocabulary {a.get('vocab_size')}) → {_short(b.get('fingerprint'))} (vocabulary {b.get('vocab_size')})"
+
+
+def corpus_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Corpora added, removed or changed between two identities, one phrase each."""
+    a, b = before.get("corpora", {}), after.get("corpora", {})
+    changes = [f"added {name}" for name in sorted(set(b) - set(a))]
+    changes += [f"removed {name}" for name in sorted(set(a) - set(b))]
+    for name in sorted(set(a) & set(b)):
+        if a[name] != b[name]:
+            fields = [f"{k} {a[name].get(k)} → {b[name].get(k)}" for k in sorted(set(a[name]) | set(b[name]))
+                      if a[name].get(k) != b[name].get(k) and k != "input_fingerprint"]
+            changes.append(f"{name} changed ({', '.join(fields) or 'prepared from other input'})")
+    return changes
+
+
+def tokenizer_file_fingerprints(directory: str | Path) -> dict[str, str]:
+    """SHA-256 of each tokenizer file in a model directory ({} when it has none): the
+    fingerprint a store prepared with that file records (``Tokenizer.fingerprint``)."""
+    found = {}
+    for name in TOKENIZER_FILES:
+        path = Path(directory) / name
+        if path.is_file():
+            found[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def _short(fingerprint: str | None) -> str:
+    return f"{fingerprint[:12]}…" if fingerprint else "unknown"

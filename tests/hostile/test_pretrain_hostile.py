@@ -1,0 +1,270 @@
+"""`infoxlm pretrain` / `export` against hostile input: every case ends with a non-zero exit and
+one line (no traceback), loses nothing, saves nothing non-finite and leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from infoxlm.cli import main
+from infoxlm.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+
+from training_stores import build_store, write_mono
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile") / "store"
+    build_store(root)
+    return root
+
+
+def non_finite_tensors(node, name=""):
+    """Names of floating-point tensors holding NaN or inf in a nested state."""
+    if isinstance(node, torch.Tensor):
+        return [name] if node.is_floating_point() and not torch.isfinite(node).all() else []
+    if isinstance(node, dict):
+        return [n for k, v in node.items() for n in non_finite_tensors(v, f"{name}.{k}")]
+    if isinstance(node, (list, tuple)):
+        return [n for j, v in enumerate(node) for n in non_finite_tensors(v, f"{name}.{j}")]
+    return []
+
+
+def run_cli(capsys, *args) -> tuple[int, str]:
+    """`infoxlm ARGS` in this process: (exit status, stderr)."""
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr().err
+
+
+def pretrain(capsys, store, output, *extra):
+    return run_cli(capsys, "pretrain", "--preset", "test", "--data", store, "--output", output, "--no-progress", *extra)
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("infoxlm: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def with_tokenizer_fingerprint(source: Path, target: Path, fingerprint: str, vocab_size: int | None = None) -> Path:
+    """A copy of a store that says it was tokenized with another tokenizer."""
+    shutil.copytree(source, target)
+    info = json.loads((target / "store.json").read_text())
+    info["tokenizer"]["fingerprint"] = fingerprint
+    if vocab_size is not None:
+        info["tokenizer"]["vocab_size"] = vocab_size
+    (target / "store.json").write_text(json.dumps(info))
+    return target
+
+
+# --- 1. a diverging run ---------------------------------------------------------------------
+
+
+def test_a_diverging_run_saves_and_exports_nothing_non_finite(capsys, store, tmp_path):
+    run = tmp_path / "run"
+    code, err = pretrain(capsys, store, run, "--save-every", "1", "--max-steps", "20", "--set", "optim.lr=1e3")
+    line = one_line(err)
+    assert code == 1 and "not finite" in line
+    for _, checkpoint in list_checkpoints(run):
+        assert non_finite_tensors(load_checkpoint(checkpoint)) == []
+    # The message names a checkpoint that exists (or says there is none).
+    if "last good checkpoint is " in line:
+        assert Path(line.split("last good checkpoint is ", 1)[1].strip()).is_dir()
+    else:
+        assert "no checkpoint was saved" in line and latest_checkpoint(run) is None
+    if latest_checkpoint(run) is not None:
+        code, _ = run_cli(capsys, "export", run, tmp_path / "hf")
+        from safetensors.torch import load_file
+
+        assert code == 0 and all(torch.isfinite(t).all() for t in load_file(tmp_path / "hf" / "model.safetensors").values())
+
+
+def test_export_refuses_a_checkpoint_with_non_finite_weights(capsys, store, tmp_path):
+    run = tmp_path / "run"
+    assert pretrain(capsys, store, run, "--max-steps", "1")[0] == 0
+    state = load_checkpoint(latest_checkpoint(run))
+    next(iter(state["model"].values())).view(-1)[0] = float("nan")
+    save_checkpoint(run, 2, state)
+    code, err = run_cli(capsys, "export", run, tmp_path / "hf")
+    assert code == 1 and "non-finite" in one_line(err)
+    assert not (tmp_path / "hf").exists()
+
+
+# --- 2. a run resumed on another store --------------------------------------------------------
+
+
+def test_resume_on_a_store_with_another_tokenizer_is_refused(capsys, store, tmp_path):
+    run = tmp_path / "run"
+    assert pretrain(capsys, store, run, "--max-steps", "2")[0] == 0
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    config = (run / "config.json").read_text()
+    same_size = with_tokenizer_fingerprint(store, tmp_path / "same-size", "1" * 64)
+    other_size = with_tokenizer_fingerprint(store, tmp_path / "other-size", "2" * 64, vocab_size=1200)
+    for other in (same_size, other_size):
+        for extra in ([], ["--allow-config-change"], ["--allow-config-change", "--allow-data-change"]):
+            code, err = pretrain(capsys, other, run, "--max-steps", "4", *extra)
+            assert code == 1 and "another tokenizer" in one_line(err)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
+    assert (run / "config.json").read_text() == config
+
+
+def test_resume_on_a_store_with_another_language_needs_a_flag(capsys, store, tmp_path):
+    run = tmp_path / "run"
+    assert pretrain(capsys, store, run, "--max-steps", "4", "--save-every", "2")[0] == 0
+    shutil.rmtree(latest_checkpoint(run))  # as if killed after step 2's checkpoint
+    grown = tmp_path / "grown"
+    shutil.copytree(store, grown)
+    write_mono(grown, "fr", [[[5, 6, 7, 8]] * 3] * 4)
+    code, err = pretrain(capsys, grown, run, "--max-steps", "4", "--save-every", "2")
+    assert code == 1 and "added mono/fr" in one_line(err) and "--allow-data-change" in err
+    assert latest_checkpoint(run).name == "step-00000002"
+    code, err = pretrain(capsys, grown, run, "--max-steps", "4", "--save-every", "2", "--allow-data-change")
+    assert code == 0, err
+    assert latest_checkpoint(run).name == "step-00000004"
+
+
+def test_init_with_another_tokenizer_is_refused(capsys, store, tmp_path):
+    run = tmp_path / "first"
+    assert pretrain(capsys, store, run, "--max-steps", "1")[0] == 0
+    init = tmp_path / "init"
+    assert run_cli(capsys, "export", run, init)[0] == 0
+    # No tokenizer file in the model directory: accepted, with a warning.
+    code, err = pretrain(capsys, store, tmp_path / "warned", "--max-steps", "1", "--init", init)
+    assert code == 0 and "warning: --init" in err and "no tokenizer file" in err
+    (init / "tokenizer.json").write_text('{"not": "the store tokenizer"}')
+    code, err = pretrain(capsys, store, tmp_path / "refused", "--max-steps", "1", "--init", init)
+    assert code == 1 and "is not the one" in one_line(err)
+    assert not (tmp_path / "refused").exists()
+
+
+# --- 3. Ctrl-C ends the run within seconds -----------------------------------------------------
+
+
+def test_ctrl_c_ends_the_run_within_seconds(store, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
+    bound = 15.0  # seconds from SIGINT to exit, on a loaded 2-core machine
+    for j, delay in enumerate((2.0, 3.0, 4.0, 5.0, 6.0, 7.0)):
+        run = tmp_path / f"run{j}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "infoxlm", "pretrain", "--preset", "test", "--data", str(store), "--output", str(run),
+             "--no-progress", "--max-steps", "100000", "--save-every", "3"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+        )
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        try:
+            _, err = proc.communicate(timeout=bound)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail(f"SIGINT after {delay} s: still running {bound} s later")
+        assert time.monotonic() - sent < bound
+        assert proc.returncode in (130, -signal.SIGINT), err.decode()[-2000:]
+        checkpoint = latest_checkpoint(run)
+        if checkpoint is not None:
+            load_checkpoint(checkpoint)  # complete and readable
+
+
+# --- 4. a failed --allow-config-change resume ---------------------------------------------------
+
+
+def test_a_failed_config_change_leaves_the_run_resumable(capsys, store, tmp_path):
+    run = tmp_path / "run"
+    original = ["--max-steps", "4", "--save-every", "2"]
+    assert pretrain(capsys, store, run, *original, "--set", "optim.max_steps=2")[0] == 0
+    # (the run stops at 2; its config says max_steps 2: resume with the same config below)
+    config = (run / "config.json").read_text()
+    for change in (["--set", "model.size=small"], ["--set", "contrast.queue_size=32"], ["--no-xlco"]):
+        code, err = pretrain(capsys, store, run, *original, "--set", "optim.max_steps=2", *change, "--allow-config-change")
+        assert code == 1 and "cannot" in one_line(err), err
+        assert (run / "config.json").read_text() == config
+    code, err = pretrain(capsys, store, run, *original, "--set", "optim.max_steps=2")
+    assert code == 0, err
+    # A change that can be applied is: a longer run with another learning rate.
+    code, err = pretrain(capsys, store, run, *original, "--set", "optim.lr=5e-4", "--allow-config-change")
+    assert code == 0, err
+    assert latest_checkpoint(run).name == "step-00000004"
+    assert json.loads((run / "config.json").read_text())["optim"]["lr"] == 5e-4
+
+
+# --- 5. metrics.jsonl after a kill ----------------------------------------------------------------
+
+
+def test_metrics_hold_each_step_once_after_a_resume(capsys, store, tmp_path):
+    run = tmp_path / "run"
+    assert pretrain(capsys, store, run, "--max-steps", "4", "--save-every", "2")[0] == 0
+    # What a kill after step 4's log line but before its checkpoint leaves (plus a torn line).
+    shutil.rmtree(latest_checkpoint(run))
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"step": 5, "loss/mm')
+    assert pretrain(capsys, store, run, "--max-steps", "4", "--save-every", "2")[0] == 0
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4]
+
+
+# --- 6. every config value is checked before anything starts -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "flags, names",
+    [
+        (["--save-every", "0"], "run.save_every=0"),
+        (["--save-every", "-1"], "run.save_every=-1"),
+        (["--set", "optim.lr=-1"], "optim.lr=-1"),
+        (["--set", "optim.lr=nan"], "optim.lr=nan"),
+        (["--set", "optim.lr=null"], "optim.lr=null"),
+        (["--set", "optim.lr=fast"], "optim.lr"),
+        (["--set", "model.size=huge"], "model.size='huge'"),
+        (["--set", "model.dropout=2"], "model.dropout=2"),
+        (["--device", "banana"], "run.device='banana'"),
+        (["--set", "contrast.momentum=1.5"], "contrast.momentum=1.5"),
+        (["--set", "optim.warmup_steps=-10"], "optim.warmup_steps=-10"),
+        (["--max-steps", "-1"], "optim.max_steps=-1"),
+        (["--max-steps", "0"], "optim.max_steps=0"),
+        (["--no-mmlm", "--no-tlm", "--no-xlco"], "all 0"),
+        (["--set", "data.mmlm_batch_size=0", "--set", "data.tlm_batch_size=0", "--set", "data.xlco_batch_size=0"], "all 0"),
+        (["--set", "contrast.temperature=0"], "contrast.temperature=0"),
+        (["--set", "run.log_every=0"], "run.log_every=0"),
+    ],
+)
+def test_bad_config_values_are_refused_in_one_line(capsys, store, tmp_path, flags, names):
+    run = tmp_path / "run"
+    code, err = pretrain(capsys, store, run, *flags)
+    assert code == 1 and names in one_line(err)
+    assert not run.exists()
+
+
+@pytest.mark.parametrize("value", ['"fast"', "null", "[1]", "true"])
+def test_a_config_file_with_a_non_number_where_a_number_belongs(capsys, store, tmp_path, value):
+    path = tmp_path / "c.json"
+    path.write_text('{"optim": {"lr": %s}}' % value)
+    code, err = pretrain(capsys, store, tmp_path / "run", "--config", path)
+    assert code == 1 and "optim.lr" in one_line(err)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_cuda_is_refused(capsys, store, tmp_path):
+    code, err = pretrain(capsys, store, tmp_path / "run", "--device", "cuda")
+    assert code == 1 and "CUDA is not available" in one_line(err)
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_output_that_is_a_file_or_under_one_is_refused(capsys, store, tmp_path):
+    file = tmp_path / "file"
+    file.write_text("x")
+    for output in (file, file / "run"):
+        code, err = pretrain(capsys, store, output, "--max-steps", "1")
+        assert code == 1 and "not a directory" in one_line(err)
+    assert file.read_text() == "x"
