@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from infoxlm import __version__
+from infoxlm.version import __version__
 from infoxlm.data.cleaning import CleaningCounts, clean_lines
 from infoxlm.data.languages import canonical_language, language_name, parse_language_pair
 from infoxlm.data.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs

@@ -193,6 +193,14 @@ class RunConfig(Section):
     # torch.compile every encoder layer (dynamic shapes): fuses the element-wise work around
     # the matrix products. For GPUs; costs about half a minute of compiling at the start.
     compile: bool = False
+    # Weights & Biases: the metrics of metrics.jsonl and the resolved config (pip install
+    # "infoxlm[wandb]"; WANDB_MODE=offline works); name defaults to the run directory's.
+    wandb: bool = False
+    wandb_project: str = "infoxlm"
+    wandb_name: str | None = None
+    wandb_entity: str | None = None
+    # Every N steps, a Hugging Face directory with its model card in RUN/exports/step-N (0: never).
+    export_every: int = 0
 
     def validate(self) -> None:
         self._integer("seed", 0)

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -25,16 +26,18 @@ from tqdm.auto import tqdm
 from ..data.pipeline import DataPipeline, StepData
 from ..data.store import TokenStore
 from ..errors import InfoXLMError
+from ..export.model_card import DATA_SUMMARY_NAME, data_summary, write_model_card
 from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
 from ..model.hub import record_contrast_layer
 from ..objectives.xlco import MomentumContrast, momentum_at
+from ..outputs import atomic_dir
 from ..tokenizer import Tokenizer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, barrier, init_world, shutdown
 from .joint_model import JointModel, MicroStepLosses
-from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog
+from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .optim import build_optimizer, build_scheduler, linear_warmup_decay
 from .store_identity import TOKENIZER_FILES, corpus_changes, store_identity, tokenizer_change, tokenizer_file_fingerprints
 
@@ -207,6 +210,9 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.json").write_text(self.config.to_json() + "\n")
         (self.run_dir / STORE_IDENTITY_FILE).write_text(json.dumps(self.store_identity, indent=2, sort_keys=True) + "\n")
+        # What the run trains on, for the model cards of its exports.
+        summary = data_summary(self.store, self.config.data.alpha)
+        (self.run_dir / DATA_SUMMARY_NAME).write_text(json.dumps(summary, indent=2) + "\n")
         self._copy_tokenizer()
 
     def _copy_tokenizer(self) -> None:
@@ -221,7 +227,7 @@ class Trainer:
     def _build_encoder(self) -> Encoder:
         cfg = self.config.model
         if cfg.init:
-            encoder = Encoder.from_pretrained(cfg.init)
+            encoder = encoder_to_continue(cfg.init)
             if encoder.config.vocab_size != self.store.vocab_size:
                 raise TrainingError(
                     f"--init {cfg.init}: vocabulary of {encoder.config.vocab_size} pieces, but the store "
@@ -304,13 +310,32 @@ class Trainer:
                 )
             save_checkpoint(self.run_dir, self.step, state, keep=self.config.run.keep_checkpoints)
 
+    def export_model(self, output: Path) -> Path:
+        """The query encoder + MLM head (+ the run's tokenizer) as a Hugging Face directory with
+        its model card, as `infoxlm export` writes it (``run.export_every``)."""
+        # XLM-R's dropout for fine-tuning from it, whatever pre-training used (as export()).
+        config = dataclasses.replace(self.encoder.config, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+        encoder = Encoder(config)
+        encoder.load_state_dict(self.encoder.state_dict())
+        encoder.loaded_parts = set(self.encoder.loaded_parts)
+        tokenizer_dir = self.run_dir / "tokenizer"
+        tokenizer = Tokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir.is_dir() else None
+        with atomic_dir(output, replace=True) as tmp:
+            encoder.save_pretrained(tmp, tokenizer)
+            write_model_card(tmp, run_dir=self.run_dir, step=self.step, name=output.name)
+        return output
+
     # --- the loop ---------------------------------------------------------------------------
 
     def run(self) -> None:
         cfg = self.config
         if self.world.is_main:
             print(f"config:\n{cfg.to_json()}", flush=True)
-        log = MetricsLog(self.run_dir, enabled=self.world.is_main, resume_step=self.step)
+        wandb = None
+        if cfg.run.wandb and self.world.is_main:
+            r = cfg.run
+            wandb = WandbSink(self.run_dir, cfg.to_dict(), project=r.wandb_project, name=r.wandb_name, entity=r.wandb_entity)
+        log = MetricsLog(self.run_dir, enabled=self.world.is_main, resume_step=self.step, wandb=wandb)
         bar = tqdm(total=cfg.optim.max_steps, initial=self.step, desc="pretrain", unit="step", disable=not self.progress)
         interrupted = False
         try:
@@ -323,6 +348,8 @@ class Trainer:
                     bar.set_postfix_str(_postfix(metrics), refresh=False)
                 if self.step % cfg.run.save_every == 0 or self.step == cfg.optim.max_steps:
                     self.save()
+                if cfg.run.export_every and self.step % cfg.run.export_every == 0 and self.world.is_main:
+                    self.export_model(self.run_dir / "exports" / f"step-{self.step}")
         except KeyboardInterrupt:
             interrupted = True  # Ctrl-C: the last checkpoint stays; end within seconds
             raise
@@ -667,6 +694,25 @@ def pretrain(config: TrainConfig, data: str | Path, output: str | Path, **kwargs
     finally:
         shutdown(trainer.world)
     return trainer.run_dir
+
+
+def encoder_to_continue(init: str | Path) -> Encoder:
+    """``model.init``: a Hugging Face XLM-R directory; a sentence-transformers directory (its
+    Transformer module's directory, named in modules.json); or a run directory (the weights of
+    its latest checkpoint, as `infoxlm export` writes them, without its optimizer state)."""
+    init = Path(init)
+    if (init / "checkpoints").is_dir():
+        with tempfile.TemporaryDirectory() as tmp:
+            return Encoder.from_pretrained(export(init, Path(tmp) / "model"))
+    modules = init / "modules.json"
+    if modules.is_file():
+        try:
+            listed = json.loads(modules.read_text(encoding="utf-8"))
+            path = next(m.get("path", "") for m in listed if str(m.get("type", "")).endswith(".Transformer"))
+        except (ValueError, StopIteration, AttributeError, TypeError):
+            raise TrainingError(f"{modules}: names no sentence_transformers Transformer module") from None
+        return Encoder.from_pretrained(init / path)
+    return Encoder.from_pretrained(init)
 
 
 def export(run_dir: str | Path, output: str | Path, step: int | None = None) -> Path:

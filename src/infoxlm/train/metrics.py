@@ -1,12 +1,17 @@
-"""Per-step metrics: JSON lines always, TensorBoard event files when tensorboard is installed."""
+"""Per-step metrics: JSON lines always, TensorBoard event files when tensorboard is installed,
+and Weights & Biases when asked for (``run.wandb=true``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
+from typing import Any
+
+from ..errors import InfoXLMError
 
 # How long closing may wait for TensorBoard's writer thread: an interrupted run must end
 # within seconds, and a writer whose queue an interrupt left inconsistent never finishes.
@@ -21,10 +26,11 @@ class MetricsLog:
     purges its events of those steps, so that every step appears once.
     """
 
-    def __init__(self, run_dir: Path, enabled: bool = True, resume_step: int = 0):
+    def __init__(self, run_dir: Path, enabled: bool = True, resume_step: int = 0, wandb: "WandbSink | None" = None):
         self.enabled = enabled
         self._file = None
         self._tensorboard = None
+        self._wandb = wandb
         if not enabled:
             return
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -46,6 +52,8 @@ class MetricsLog:
         if self._tensorboard is not None:
             for name, value in metrics.items():
                 self._tensorboard.add_scalar(name, value, step)
+        if self._wandb is not None:
+            self._wandb.log(step, metrics)
 
     def close(self, timeout: float = TENSORBOARD_CLOSE_TIMEOUT_S) -> None:
         """Close the JSON file, then TensorBoard's writer, waiting at most ``timeout`` seconds
@@ -58,6 +66,9 @@ class MetricsLog:
             closing = threading.Thread(target=writer.close, name="close-tensorboard", daemon=True)
             closing.start()
             closing.join(timeout)
+        if self._wandb is not None:
+            self._wandb.close()
+            self._wandb = None
 
 
 def truncate_metrics(path: Path, last_step: int) -> None:
@@ -79,3 +90,34 @@ def truncate_metrics(path: Path, last_step: int) -> None:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text("".join(kept), encoding="utf-8")
         os.replace(tmp, path)
+
+
+class WandbSink:
+    """The metrics of metrics.jsonl, step by step, and the resolved config, in a W&B run.
+
+    The run's files go under RUN/wandb/; its id is kept in RUN/wandb-id, so a resumed training
+    run continues the same W&B run. ``WANDB_MODE=offline`` writes it locally for ``wandb sync``.
+    """
+
+    ID_FILE = "wandb-id"
+
+    def __init__(self, run_dir: Path, config: dict[str, Any], *, project: str, name: str | None = None,
+                 entity: str | None = None):
+        try:
+            import wandb
+        except ImportError:
+            raise InfoXLMError('run.wandb=true needs the wandb package: pip install "infoxlm[wandb]"') from None
+        run_dir.mkdir(parents=True, exist_ok=True)
+        id_file = run_dir / self.ID_FILE
+        run_id = id_file.read_text().strip() if id_file.is_file() else secrets.token_hex(4)
+        id_file.write_text(run_id + "\n")
+        self._run = wandb.init(
+            project=project, name=name or run_dir.resolve().name, entity=entity, id=run_id, resume="allow",
+            dir=str(run_dir), config=config,
+        )
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        self._run.log(dict(metrics), step=step)
+
+    def close(self) -> None:
+        self._run.finish()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..cli_args import positive_int
 from .config import PRESETS, apply_overrides, load_config_file, preset
 
 
@@ -61,16 +62,36 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
 
     e = commands.add_parser(
         "export",
-        help="write a run's model as a Hugging Face XLM-R directory",
-        description="Write the query encoder + MLM head (+ tokenizer) of a run's latest checkpoint "
-        "(or --step N) as config.json + model.safetensors that transformers loads as XLM-R.",
+        help="write a run's model as a Hugging Face XLM-R or sentence-transformers directory",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Write the query encoder + MLM head (+ tokenizer) of a run's latest checkpoint (or --step N)\n"
+            "as config.json + model.safetensors that transformers loads as XLM-R, with a model card\n"
+            "(README.md). --format sentence-transformers writes the first --layer K layers with a pooling\n"
+            "module instead: SentenceTransformer(OUT).encode gives the vectors `infoxlm embed --layer K`\n"
+            "gives. SRC may also be a Hugging Face XLM-R directory. OUT is written whole or not at all; it\n"
+            "may replace an earlier export, never SRC nor another non-empty directory (unless --overwrite).\n\n"
+            "examples:\n"
+            "  infoxlm export runs/base my-model\n"
+            "  infoxlm export runs/base my-model-st --format sentence-transformers --layer 8"
+        ),
     )
-    e.add_argument("run", type=Path, help="run directory of `infoxlm pretrain`")
-    e.add_argument("out", type=Path, help="directory to write")
-    e.add_argument("--step", type=int, default=None, help="checkpoint step (default: the latest)")
+    e.add_argument("run", type=Path, metavar="SRC", help="run directory of `infoxlm pretrain`, or a Hugging Face XLM-R directory")
+    e.add_argument("out", type=Path, metavar="OUT", help="directory to write")
+    e.add_argument("--step", type=positive_int, default=None, help="checkpoint step (default: the latest)")
+    e.add_argument("--format", choices=EXPORT_FORMATS, default="hf",
+                   help="hf: XLMRobertaForMaskedLM (default); sentence-transformers: the first --layer layers + pooling")
+    e.add_argument("--layer", type=positive_int, default=None,
+                   help="sentence-transformers: hidden_states index K to keep up to (default for a run: its contrast.layer)")
+    e.add_argument("--pooling", choices=["mean", "cls"], default=None,
+                   help="sentence-transformers: mean over non-padding tokens, <s> and </s> included (default), or <s>")
+    e.add_argument("--license", default="unknown", help="license: field of the model card (default: unknown)")
     e.add_argument("--overwrite", action="store_true",
                    help="replace OUT even if it is a non-empty directory infoxlm did not write")
     e.set_defaults(func=run_export)
+
+
+EXPORT_FORMATS = ("hf", "sentence-transformers")
 
 
 def resolved_config(args: argparse.Namespace):
@@ -109,14 +130,72 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    import shutil
+
+    from ..errors import InfoXLMError
+    from ..export.model_card import write_model_card
+    from ..export.sentence_transformers import write_sentence_transformers
+    from ..model.encoder import Encoder
     from ..model.hub import written_by_infoxlm
     from ..outputs import atomic_dir, check_output_dir
+    from ..tokenizer import Tokenizer
+    from .checkpoint import list_checkpoints
     from .loop import export
 
-    # OUT may replace an earlier export, never the run itself nor a directory of someone else's.
-    check_output_dir(args.out, written_by_us=written_by_infoxlm, overwrite=args.overwrite,
-                     sources=[("run directory", args.run)])
+    src, st = args.run, args.format == "sentence-transformers"
+    is_run = (src / "checkpoints").is_dir()
+    if not st and (args.layer is not None or args.pooling is not None):
+        raise InfoXLMError("--layer and --pooling are for --format sentence-transformers")
+    if not is_run and args.step is not None:
+        raise InfoXLMError(f"--step {args.step}: {src} is not a run directory with checkpoints")
+    layer = args.layer
+    if st and layer is None:
+        if not is_run:
+            raise InfoXLMError("--format sentence-transformers needs --layer K (the layer the vectors come from)")
+        layer = _run_contrast_layer(src)
+    if st and is_run and not (src / "tokenizer").is_dir():
+        raise InfoXLMError(f"{src}: has no tokenizer/ (its store had none); a sentence-transformers directory needs one")
+    # OUT may replace an earlier export, never the source itself nor a directory of someone else's.
+    what = "run directory" if is_run else "source model directory"
+    check_output_dir(args.out, written_by_us=written_by_infoxlm, overwrite=args.overwrite, sources=[(what, src)])
+    step = args.step
+    if is_run and step is None:
+        found = list_checkpoints(src)
+        step = found[-1][0] if found else None
     with atomic_dir(args.out, replace=True) as tmp:
-        export(args.run, tmp, step=args.step)
-    print(f"exported {args.run} → {args.out}")
+        if is_run and not st:
+            export(src, tmp, step=args.step)
+        else:
+            full = src
+            if is_run:
+                full = tmp / ".full-model"
+                export(src, full, step=args.step)
+            encoder = Encoder.from_pretrained(full)
+            # sentence-transformers needs the tokenizer; a Hugging Face directory may go without.
+            has_tokenizer = st or any((full / name).is_file() for name in ("tokenizer.json", "sentencepiece.bpe.model"))
+            tokenizer = Tokenizer.from_pretrained(full) if has_tokenizer else None
+            if st:
+                write_sentence_transformers(encoder, tokenizer, tmp, layer=layer, pooling=args.pooling or "mean")
+            else:
+                encoder.save_pretrained(tmp, tokenizer)
+            if full != src:
+                shutil.rmtree(full)
+        write_model_card(
+            tmp, kind="sentence-similarity" if st else "fill-mask", run_dir=src if is_run else None,
+            source=None if is_run else src, step=step, layer=layer, pooling=args.pooling or "mean", license=args.license,
+            name=args.out.name,
+        )
+    print(f"exported {src} → {args.out}" + (f" (sentence-transformers, layer {layer})" if st else ""))
     return 0
+
+
+def _run_contrast_layer(run: Path) -> int:
+    """contrast.layer of a run's saved config: the layer XLCO aligned."""
+    import json
+
+    try:
+        return int(json.loads((run / "config.json").read_text())["contrast"]["layer"])
+    except (OSError, ValueError, KeyError, TypeError):
+        from ..errors import InfoXLMError
+
+        raise InfoXLMError(f"{run}/config.json: no contrast.layer to default --layer to; pass --layer K") from None

@@ -1,0 +1,1 @@
+"""Handing a model on: sentence-transformers directories and Hugging Face model cards."""

@@ -1,0 +1,249 @@
+"""The ``README.md`` of an exported model, in the Hugging Face model-card format.
+
+YAML front matter (``language`` from the token store the run trained on, ``license``,
+``library_name``, ``pipeline_tag``, ``tags``, ``base_model`` when the run continued a model),
+then what the run directory records: the training config, the data (corpora, tokens, sampling
+probabilities), the steps, the last logged losses and any evaluation results found there
+(``infoxlm eval tatoeba`` JSON files, ``infoxlm finetune`` results). A run writes
+``RUN/data.json`` (``data_summary``) when it starts, so the card can name its data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..version import __version__
+from ..data.sampling import language_probabilities
+from ..data.store import TokenStore
+
+CARD_NAME = "README.md"
+DATA_SUMMARY_NAME = "data.json"
+
+_KINDS = {
+    # kind: (library_name, pipeline_tag, tags)
+    "fill-mask": ("transformers", "fill-mask", ["xlm-roberta", "fill-mask", "infoxlm", "cross-lingual"]),
+    "sentence-similarity": (
+        "sentence-transformers",
+        "sentence-similarity",
+        ["sentence-transformers", "sentence-similarity", "feature-extraction", "xlm-roberta", "infoxlm", "cross-lingual"],
+    ),
+}
+
+
+def data_summary(store: TokenStore, alpha: float) -> dict[str, Any]:
+    """What a run trains on: languages, pairs, their tokens and sampling probabilities."""
+    mono = {lang: corpus.num_tokens for lang, corpus in store.mono.items()}
+    parallel = {pair: corpus.num_tokens for pair, corpus in store.parallel.items()}
+    summary: dict[str, Any] = {"store": str(store.root), "alpha": alpha, "mono": {}, "parallel": {}}
+    for name, counts in (("mono", mono), ("parallel", parallel)):
+        probabilities = language_probabilities(counts, alpha) if any(counts.values()) else {}
+        summary[name] = {k: {"tokens": n, "probability": probabilities.get(k, 0.0)} for k, n in counts.items()}
+    for pair, corpus in store.parallel.items():
+        summary["parallel"][pair]["languages"] = list(corpus.languages)
+    return summary
+
+
+def languages_of(summary: dict[str, Any]) -> list[str]:
+    """The languages of the store's corpora, as ISO 639 codes (both sides of every pair)."""
+    found = set(summary.get("mono", {}))
+    for pair, entry in summary.get("parallel", {}).items():
+        # The corpus's own (source, target); else the name, English-xx, cut at its first hyphen.
+        found.update(entry.get("languages") or pair.split("-", 1))
+    return sorted(found)
+
+
+def write_model_card(
+    directory: str | Path,
+    *,
+    kind: str = "fill-mask",
+    run_dir: str | Path | None = None,
+    source: str | Path | None = None,
+    step: int | None = None,
+    layer: int | None = None,
+    pooling: str | None = None,
+    license: str = "unknown",
+    name: str | None = None,
+) -> Path:
+    """Write ``directory/README.md`` for a model exported from ``run_dir`` (a pretrain run) or
+    converted from ``source`` (a model directory); ``layer`` and ``pooling`` for a
+    sentence-transformers directory; ``name`` (default: the directory's) is the name the card
+    loads the model by."""
+    library, pipeline_tag, tags = _KINDS[kind]
+    run = _read_run(Path(run_dir)) if run_dir is not None else {}
+    config = run.get("config", {})
+    data = run.get("data", {})
+    languages = languages_of(data) if data else _source_languages(source)
+    base_model = _hub_id((config.get("model") or {}).get("init") or (str(source) if source is not None else None))
+
+    front = ["---"]
+    if languages:
+        front += ["language:"] + [f"- {code}" for code in languages]
+    front += [f"license: {license}", f"library_name: {library}", f"pipeline_tag: {pipeline_tag}", "tags:"]
+    front += [f"- {tag}" for tag in tags]
+    if base_model:
+        front.append(f"base_model: {json.dumps(str(base_model))}")
+    front.append("---")
+
+    name = name or Path(directory).name
+    body = [f"# {name}", ""]
+    what = "an XLM-R-style encoder" if kind == "fill-mask" else "sentence embeddings from an XLM-R-style encoder"
+    body.append(f"{what[0].upper() + what[1:]}, written by infoxlm {__version__} (InfoXLM: multilingual masked LM, "
+                "translation LM and cross-lingual contrast, Chi et al., NAACL 2021).")
+    body.append("")
+    if kind == "sentence-similarity":
+        body += [
+            "## Use",
+            "",
+            "```python",
+            "from sentence_transformers import SentenceTransformer",
+            f'model = SentenceTransformer("{name}")',
+            'vectors = model.encode(["Hello world.", "Hallo Welt."])  # cosine similarity',
+            "```",
+            "",
+            f"The directory keeps the first {layer} layers of the encoder, so its output is hidden state "
+            f"{layer} (`infoxlm embed --layer {layer}`), pooled by {pooling}"
+            + (" over every non-padding token, `<s>` and `</s>` included." if pooling == "mean" else " (the `<s>` state)."),
+            "",
+        ]
+    else:
+        body += [
+            "## Use",
+            "",
+            "```python",
+            "from transformers import AutoModelForMaskedLM, AutoTokenizer",
+            f'model = AutoModelForMaskedLM.from_pretrained("{name}")',
+            f'tokenizer = AutoTokenizer.from_pretrained("{name}")',
+            "```",
+            "",
+        ]
+    if run:
+        body += _training_section(run, step)
+    elif source is not None:
+        body += ["## Source", "", f"Converted from `{source}`.", ""]
+    text = "\n".join(front) + "\n\n" + "\n".join(body).rstrip() + "\n"
+    path = Path(directory) / CARD_NAME
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _read_run(run_dir: Path) -> dict[str, Any]:
+    run: dict[str, Any] = {"dir": run_dir}
+    for key, name in (("config", "config.json"), ("data", DATA_SUMMARY_NAME)):
+        try:
+            run[key] = json.loads((run_dir / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            run[key] = {}
+    rows = []
+    try:
+        for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut by a crash
+    except OSError:
+        pass
+    run["metrics"] = rows
+    run["evaluations"] = _evaluations(run_dir)
+    return run
+
+
+def _evaluations(run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Results of `infoxlm eval tatoeba` and `infoxlm finetune` kept in the run directory."""
+    found = []
+    for path in sorted(run_dir.rglob("*.json")):
+        if any(part in ("checkpoints", "exports", "tokenizer", "tensorboard", "wandb") for part in path.relative_to(run_dir).parts):
+            continue
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(value, dict) and ("average" in value or "layers" in value or "task" in value):
+            found.append((str(path.relative_to(run_dir)), value))
+    return found
+
+
+def _training_section(run: dict[str, Any], step: int | None) -> list[str]:
+    config, data, metrics = run["config"], run["data"], run["metrics"]
+    lines = ["## Training", ""]
+    max_steps = (config.get("optim") or {}).get("max_steps")
+    shown_step = step if step is not None else (metrics[-1]["step"] if metrics else None)
+    if shown_step is not None:
+        lines.append(f"Weights after step {shown_step}" + (f" of {max_steps}" if max_steps else "") + ".")
+    enabled = (config.get("data") or {}).get("enabled")
+    if enabled:
+        lines.append(f"Objectives: {', '.join(o.upper() for o in enabled)}.")
+    if (config.get("model") or {}).get("init"):
+        lines.append(f"Continued from `{config['model']['init']}`.")
+    lines.append("")
+    if data:
+        lines += ["### Data", "", f"Token store `{data.get('store')}`; languages and pairs sampled with "
+                  f"p ∝ (n/N)^{data.get('alpha')}, n in tokens.", "", "| corpus | tokens | sampling probability |", "|---|---:|---:|"]
+        for pool in ("mono", "parallel"):
+            for name, entry in data.get(pool, {}).items():
+                lines.append(f"| {name} | {entry['tokens']:,} | {entry['probability']:.3f} |")
+        lines.append("")
+    if metrics:
+        last = [r for r in metrics if shown_step is None or r.get("step", 0) <= shown_step] or metrics
+        row = last[-1]
+        keys = [k for k in row if k.startswith(("loss/", "xlco/")) or k in ("lr", "momentum", "grad_norm", "tokens_per_s", "mfu")]
+        lines += [f"### Last logged metrics (step {row.get('step')})", "", "| metric | value |", "|---|---:|"]
+        lines += [f"| {k} | {row[k]:.4g} |" for k in keys if isinstance(row[k], (int, float))]
+        lines.append("")
+    for name, result in run["evaluations"]:
+        lines += [f"### Evaluation: `{name}`", ""]
+        lines += _evaluation_lines(result)
+        lines.append("")
+    if config:
+        lines += ["### Config", "", "```json", json.dumps(config, indent=2, sort_keys=True), "```", ""]
+    return lines
+
+
+def _evaluation_lines(result: dict[str, Any]) -> list[str]:
+    if "average" in result and isinstance(result.get("languages"), dict):  # one Tatoeba layer
+        lines = [f"Tatoeba-style retrieval, layer {result.get('layer')}, {result.get('pooling')} pooling, top-1 %:", "",
+                 "| language | xx→en | en→xx |", "|---|---:|---:|"]
+        lines += [f"| {code} | {s['xx2en']:.1f} | {s['en2xx']:.1f} |" for code, s in result["languages"].items()]
+        lines.append(f"| average | {result['average']['xx2en']:.1f} | {result['average']['en2xx']:.1f} |")
+        return lines
+    if "layers" in result:
+        lines = ["Tatoeba-style retrieval by layer, average top-1 %:", "", "| layer | xx→en | en→xx |", "|---:|---:|---:|"]
+        lines += [f"| {k} | {v['average']['xx2en']:.1f} | {v['average']['en2xx']:.1f} |" for k, v in result["layers"].items()]
+        return lines
+    return ["```json", json.dumps({k: result[k] for k in ("task", "setting", "mean") if k in result}, indent=2), "```"]
+
+
+def _hub_id(value: str | None) -> str | None:
+    """``value`` if it can name a model on the Hugging Face Hub (``name`` or ``owner/name``), the
+    form ``base_model`` takes; a local path (absolute, deeper, relative with ./) is left out."""
+    if not value or not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", value) or value.startswith("."):
+        return None
+    if "/" in value and Path(value).exists():  # runs/base: a directory here, not owner/name
+        return None
+    return value
+
+
+def _source_languages(source: str | Path | None) -> list[str]:
+    """``language:`` of the source directory's own card, if it has one."""
+    if source is None:
+        return []
+    try:
+        text = (Path(source) / CARD_NAME).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    if not text.startswith("---"):
+        return []
+    languages, inside = [], False
+    for line in text.split("\n---", 1)[0].splitlines()[1:]:
+        if line.startswith("language:"):
+            inside = True
+            value = line.partition(":")[2].strip()
+            if value:
+                return [value]
+        elif inside and line.startswith("- "):
+            languages.append(line[2:].strip())
+        elif inside:
+            break
+    return languages
