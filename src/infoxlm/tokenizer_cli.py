@@ -138,6 +138,11 @@ def _collect_inputs(inputs: list[str], lang_inputs: list[str]) -> dict[str, list
 
 def run_tokenizer_train(args: argparse.Namespace) -> int:
     """Handler of ``tokenizer train``: train, save, print a one-line summary, return 0."""
+    from .outputs import check_output_dir
+
+    # The output may be a new or empty directory, or one holding a tokenizer to replace.
+    check_output_dir(args.output, flag=None, written_by_us=lambda d: any(
+        (d / name).is_file() for name in ("tokenizer.json", "sentencepiece.bpe.model")))
     files = _collect_inputs(args.input, args.lang_input)
     # Validation (files, alpha, sizes) lives in Tokenizer.train so API and CLI agree.
     tokenizer = Tokenizer.train(

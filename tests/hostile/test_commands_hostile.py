@@ -316,3 +316,27 @@ def test_a_pickled_checkpoint_with_code_is_refused_with_the_reason(tiny_model_di
     err = fails(capsys, "embed", "--model", str(model), "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "v.npy"))
     assert "weights_only" not in err
     assert "would run code" in err and "safetensors" in err and "(it names print)" in err
+
+
+# --- the other commands that write a directory ---------------------------------------------------
+
+
+def test_every_command_that_writes_a_directory_checks_it_first(tiny_model_dir, run_dir, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("x")
+    store = run_dir.parent / "store"
+    commands = {
+        "pretrain": ["pretrain", "--preset", "test", "--data", str(store), "--no-progress", "--output"],
+        "report": ["report", str(tmp_path), "--output"],
+        "tokenizer": ["tokenizer", "train", "--input", str(blocker), "--vocab-size", "100", "--output"],
+        "demo": ["demo", "--quick", "--no-progress", "--output"],
+    }
+    for name, argv in commands.items():
+        assert "is a file" in fails(capsys, *argv, str(blocker)), name
+        assert "is a file" in fails(capsys, *argv, str(blocker / "sub")), name
+        assert "not empty" in fails(capsys, *argv, str(foreign)), name
+    assert "is the token store" in fails(capsys, *commands["pretrain"], str(store))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "foreign"] and listing(foreign) == ["thesis.tex"]

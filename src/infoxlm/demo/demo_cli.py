@@ -46,5 +46,9 @@ def run_demo_command(args: argparse.Namespace) -> int:
         from ..errors import InfoXLMError
 
         raise InfoXLMError(f"--seed {args.seed}: expected a non-negative integer")
+    from ..outputs import check_output_dir
+
+    # A demo directory is reused by a second run (work/demo_settings.json says with which settings).
+    check_output_dir(args.output, flag=None, written_by_us=lambda d: (d / "work" / "demo_settings.json").is_file())
     run_demo(args.output, quick=args.quick, seed=args.seed, progress=not args.no_progress)
     return 0

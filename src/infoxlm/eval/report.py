@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import EvalDataError
 from ..finetune.results import average, markdown_table, transfer_gap
+from ..outputs import atomic_file
 from . import paper_results as paper
 from .tatoeba import TATOEBA_CODES, default_layer
 
@@ -247,5 +248,6 @@ def write_report(paths: list[str | Path], output: str | Path) -> tuple[str, list
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     markdown = build_report(g)
-    (out / "report.md").write_text(markdown, encoding="utf-8")
+    with atomic_file(out / "report.md") as tmp:
+        tmp.write_text(markdown, encoding="utf-8")
     return markdown, write_plots(g, out)

@@ -26,8 +26,13 @@ def add_report_command(commands: argparse._SubParsersAction) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from ..outputs import check_output_dir
     from .report import write_report
 
+    # A report directory holds report.md and its PNGs only.
+    check_output_dir(
+        args.output, flag=None, written_by_us=lambda d: all(p.name == "report.md" or p.suffix == ".png" for p in d.iterdir())
+    )
     markdown, pngs = write_report(args.runs, args.output)
     print(markdown)
     print(f"wrote {args.output / 'report.md'}" + "".join(f", {p.name}" for p in pngs))
