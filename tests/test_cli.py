@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from infoxlm import embed
 
@@ -20,6 +21,7 @@ def run(*args, stdin: bytes = b"", cwd=None):
     )
 
 
+@pytest.mark.slow  # a real `infoxlm` subprocess
 def test_help_lists_only_working_commands():
     result = run("--help")
     assert result.returncode == 0
@@ -30,6 +32,7 @@ def test_help_lists_only_working_commands():
     }
 
 
+@pytest.mark.slow  # a real `infoxlm` subprocess
 def test_embed_reads_stdin_and_writes_npy_to_stdout(tiny_model_dir):
     sentences = TINY_TEXT["de"] + TINY_TEXT["zh"]
     result = run("embed", "--model", str(tiny_model_dir), "--layer", "1", stdin="\n".join(sentences).encode() + b"\n")
@@ -39,6 +42,7 @@ def test_embed_reads_stdin_and_writes_npy_to_stdout(tiny_model_dir):
     assert "embedded 6 sentences" in result.stderr.decode()
 
 
+@pytest.mark.slow  # a real `infoxlm` subprocess
 def test_embed_writes_an_output_file(tiny_model_dir, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("eins\nzwei\n\ndrei\n", encoding="utf-8")
@@ -47,6 +51,7 @@ def test_embed_writes_an_output_file(tiny_model_dir, tmp_path):
     assert np.load(tmp_path / "v.npy").shape == (4, 64)  # the empty line keeps its row
 
 
+@pytest.mark.slow  # a real `infoxlm` subprocess
 def test_invalid_utf8_is_a_one_line_error_naming_the_line(tiny_model_dir, tmp_path):
     src = tmp_path / "bad.txt"
     src.write_bytes(b"fine\nbroken \xff here\n")
@@ -57,6 +62,7 @@ def test_invalid_utf8_is_a_one_line_error_naming_the_line(tiny_model_dir, tmp_pa
     assert not (tmp_path / "v.npy").exists()
 
 
+@pytest.mark.slow  # a real `infoxlm` subprocess
 def test_a_bad_model_directory_is_a_one_line_error(tmp_path):
     result = run("embed", "--model", str(tmp_path), stdin=b"hello\n")
     assert result.returncode == 1
@@ -75,6 +81,7 @@ def test_file_system_errors_become_one_line_naming_the_path():
     assert describe_os_error(OSError(18, "Invalid cross-device link", "a", None, "b")) == "a → b: invalid cross-device link"
 
 
+@pytest.mark.slow  # a real `infoxlm` subprocess
 def test_a_missing_input_file_is_a_one_line_error(tiny_model_dir, tmp_path):
     missing = tmp_path / "missing.txt"
     result = run("embed", "--model", str(tiny_model_dir), "--input", str(missing), "--output", str(tmp_path / "v.npy"))

@@ -853,6 +853,7 @@ def test_training_is_deterministic(corpus, trained, tmp_path):
     assert other.training_report.sample_counts == again.training_report.sample_counts
 
 
+@pytest.mark.slow
 def test_training_in_another_process_gives_the_same_file(corpus, trained, tmp_path):
     """Hash-map order differs between processes; the vocabulary must not depend on it."""
     _, out = trained

@@ -8,6 +8,7 @@ from infoxlm.cli import main
 REQUIRED = ("tokens_per_s", "baseline_tokens_per_s", "speedup", "peak_memory_mb", "phases", "baseline_phases")
 
 
+@pytest.mark.slow
 def test_bench_json_end_to_end(capsys):
     pytest.importorskip("transformers")
     assert main(["bench", "--size", "test", "--device", "cpu", "--json", "--steps", "2", "--warmup", "1"]) == 0
@@ -63,6 +64,7 @@ def test_bad_peak_flops_flag_before_anything_runs(capsys, peak):
     assert f"--peak-flops {peak}: expected a positive FLOP/s rate" in err and "[bench]" not in err
 
 
+@pytest.mark.slow
 def test_peak_flops_measure_gives_a_cpu_its_mfu(capsys):
     args = ["bench", "--size", "test", "--device", "cpu", "--steps", "1", "--warmup", "0", "--no-baseline"]
     assert main([*args, "--json", "--peak-flops", "measure"]) == 0

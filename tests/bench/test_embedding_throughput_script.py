@@ -30,6 +30,7 @@ def test_sentences_are_distinct_and_take_the_languages_in_turn(script):
     assert sentences[: len(languages)] == first_round  # one from each language, in order
 
 
+@pytest.mark.slow
 def test_both_sides_agree_and_are_timed(script, transformers, capsys):
     figures = script.main(["--encoder", "tiny", "--sentences", "30", "--repeat", "1", "--json"])
     printed = json.loads(capsys.readouterr().out)

@@ -16,6 +16,7 @@ def _load():
     return module
 
 
+@pytest.mark.slow
 def test_timed_steps_and_host_table_on_cpu(capsys):
     script = _load()
     args = ["--size", "test", "--device", "cpu", "--warmup", "0", "--timed", "1", "--steps", "1", "--rows", "3"]
@@ -49,6 +50,7 @@ def test_without_cuda_it_says_so(capsys):
     assert "CUDA is not available here" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_variants_reach_both_encoders_and_the_timed_line(capsys):
     script = _load()
     argv = ["--size", "test", "--device", "cpu", "--warmup", "0", "--timed", "1", "--no-profile"]

@@ -88,6 +88,7 @@ def test_step_returns_micro_batches_and_stats(pipeline):
     assert "mmlm 24 ex" in data.summary()
 
 
+@pytest.mark.slow
 def test_same_data_in_another_process(store_root, pipeline):
     """Nothing depends on Python's hash seed, process state or import order."""
     script = textwrap.dedent(

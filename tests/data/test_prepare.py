@@ -467,6 +467,7 @@ def bad_input_runs(tmp_path_factory, tiny_model_dir):
     return root, results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(BAD_INPUT))
 def test_bad_input_is_one_line_and_leaves_nothing_behind(bad_input_runs, name):
     root, results = bad_input_runs

@@ -12,6 +12,8 @@ import pytest
 
 from infoxlm.demo.run import FULL, MODELS, QUICK, DemoError, run_demo, train_config
 
+pytestmark = pytest.mark.slow  # end-to-end runs and subprocesses
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):

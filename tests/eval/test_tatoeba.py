@@ -61,6 +61,7 @@ def test_bad_files_are_named(tmp_path):
         load_pairs(str(tmp_path), "deu")
 
 
+@pytest.mark.slow
 def test_command_writes_json_and_the_layerwise_png(tiny_model_dir, tmp_path):
     write_laser(tmp_path / "data", "deu", TINY_TEXT["de"], TINY_TEXT["en"])
     write_laser(tmp_path / "data", "rus", TINY_TEXT["ru"], TINY_TEXT["en"])

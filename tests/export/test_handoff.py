@@ -21,6 +21,8 @@ from infoxlm.export.model_card import CARD_NAME
 
 from conftest import TINY_TEXT
 
+pytestmark = pytest.mark.slow  # end-to-end runs and subprocesses
+
 # Beside ordinary lines: one letter, an empty line, outer spaces, and lines cut at 512 tokens.
 SENTENCES = TINY_TEXT["de"] + TINY_TEXT["zh"] + ["x", "", " outer spaces ", "Open the file and save it. " * 120, "猫睡在温暖的沙发上。" * 100]
 

@@ -13,6 +13,7 @@ from infoxlm.finetune.training import FinetuneConfig
 from finetune_formats import toy_squad, write_mlqa
 
 
+@pytest.mark.slow
 def test_tiny_mlqa_run_learns_and_scores_every_language_pair(tiny_model_dir, tmp_path):
     train = tmp_path / "train-v1.1.json"
     train.write_text(json.dumps(toy_squad(24, seed=0)), encoding="utf-8")

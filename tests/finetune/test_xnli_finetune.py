@@ -40,6 +40,7 @@ def test_pairs_are_xlmr_pairs_truncated_longest_first(tiny_model_dir):
     assert short[short.index(2) + 2:-1] == b[:len(short[short.index(2) + 2:-1])]
 
 
+@pytest.mark.slow
 def test_tiny_xnli_run_learns_and_writes_results(tiny_model_dir, tmp_path):
     data = write_xnli(tmp_path / "data", languages=("en", "de"), n_train=48, n_eval=12)
     config = FinetuneConfig(lr=1e-2, batch_size=8, epochs=6, warmup="2", eval_every=10, seed=3)

@@ -18,6 +18,8 @@ from infoxlm.cli import main
 
 from training_stores import random_documents, random_pairs, write_mono, write_parallel, write_store
 
+pytestmark = pytest.mark.slow  # end-to-end runs and subprocesses
+
 
 def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "infoxlm", *args], input=stdin, capture_output=True, timeout=300)

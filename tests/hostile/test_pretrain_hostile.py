@@ -266,5 +266,5 @@ def test_an_output_that_is_a_file_or_under_one_is_refused(capsys, store, tmp_pat
     file.write_text("x")
     for output in (file, file / "run"):
         code, err = pretrain(capsys, store, output, "--max-steps", "1")
-        assert code == 1 and "not a directory" in one_line(err)
+        assert code == 1 and "is a file" in one_line(err)
     assert file.read_text() == "x"

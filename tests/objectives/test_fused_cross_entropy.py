@@ -50,6 +50,7 @@ CHECK = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_kernels_compute_cross_entropy_and_its_gradient():
     env = dict(os.environ, TRITON_INTERPRET="1")
     done = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=env, timeout=300)

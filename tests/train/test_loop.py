@@ -104,6 +104,7 @@ def _cli(*args, **kwargs):
     return [sys.executable, "-m", "infoxlm", *args]
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_is_bit_exact(store, tmp_path):
     common = ["pretrain", "--preset", "test", "--data", str(store), "--max-steps", "24", "--save-every", "2", "--no-progress",
               "--set", "model.dropout=0.1"]
@@ -124,6 +125,7 @@ def test_resume_after_sigkill_is_bit_exact(store, tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_two_processes_match_one(store, tmp_path):
     common = ["pretrain", "--preset", "test", "--data", str(store), "--max-steps", "8", "--no-progress"]
     subprocess.run(_cli(*common, "--output", str(tmp_path / "one")), check=True, capture_output=True, timeout=300)
@@ -144,6 +146,7 @@ def test_non_finite_loss_stops_with_the_last_good_checkpoint(store, tmp_path):
     assert latest_checkpoint(tmp_path / "run") is not None
 
 
+@pytest.mark.slow
 def test_refuses_to_clobber_a_run_with_another_config(store, tmp_path):
     common = ["pretrain", "--preset", "test", "--data", str(store), "--output", str(tmp_path / "run"), "--max-steps", "2", "--no-progress"]
     subprocess.run(_cli(*common), check=True, capture_output=True, timeout=300)
@@ -202,6 +205,7 @@ def test_xlco_joins_after_the_key_encoder_warm_up(store, tmp_path):
     assert int(queue["queue_filled"]) == cfg.contrast.queue_size == queue["queue"].shape[0]
 
 
+@pytest.mark.slow
 def test_continues_from_an_exported_checkpoint(store, tmp_path):
     first = quiet(pretrain, apply_overrides(preset("test"), ["optim.max_steps=3"]), store, tmp_path / "a", progress=False)
     init = export(first, tmp_path / "init")

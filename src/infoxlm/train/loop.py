@@ -31,7 +31,7 @@ from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
 from ..model.hub import record_contrast_layer
 from ..objectives.xlco import MomentumContrast, momentum_at
-from ..outputs import atomic_dir
+from ..outputs import atomic_dir, check_output_dir
 from ..tokenizer import Tokenizer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainConfig
@@ -74,7 +74,8 @@ class Trainer:
         # directory's place, the device, the store and (on resume) the checkpoint against both.
         self.config = resolve_config(config.validate())
         self.run_dir = Path(output)
-        _check_output_path(self.run_dir)
+        # New, empty, or a run to resume; never the store it reads.
+        check_output_dir(self.run_dir, flag=None, sources=[("token store", data)], written_by_us=is_run_directory)
         self.world: World = init_world(config.run.device)
         self.progress = progress and self.world.is_main
         self.store = TokenStore.open(data)
@@ -630,15 +631,13 @@ def last_good_checkpoint(run_dir: Path | None) -> str:
     return f"the last good checkpoint is {found}" if found is not None else f"no checkpoint was saved in {run_dir}"
 
 
-def _check_output_path(run_dir: Path) -> None:
-    """--output must be a directory, or a path that can become one (no file on the way)."""
-    if run_dir.exists() and not run_dir.is_dir():
-        raise TrainingError(f"--output {run_dir}: exists and is not a directory; expected a run directory")
-    for parent in run_dir.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise TrainingError(f"--output {run_dir}: {parent} is a file, not a directory")
-            break
+def is_run_directory(path: Path) -> bool:
+    """A directory `infoxlm pretrain` wrote: its config.json holds the training sections."""
+    try:
+        saved = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(saved, dict) and {"optim", "run"} <= saved.keys()
 
 
 def _checkpoint_store_identity(state: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:

@@ -116,11 +116,7 @@ def resolved_config(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from ..outputs import check_output_dir
     from .loop import pretrain
-
-    # The run directory is new, empty, or a run to resume; never the store it reads.
-    check_output_dir(args.output, flag=None, sources=[("token store", args.data)], written_by_us=is_run_directory)
 
     pretrain(
         resolved_config(args),
@@ -131,17 +127,6 @@ def run_pretrain(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     return 0
-
-
-def is_run_directory(path: Path) -> bool:
-    """A directory `infoxlm pretrain` wrote: its config.json holds the training sections."""
-    import json
-
-    try:
-        saved = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(saved, dict) and {"optim", "run"} <= saved.keys()
 
 
 def run_export(args: argparse.Namespace) -> int:
