@@ -14,7 +14,9 @@ import contextlib
 import dataclasses
 import json
 import math
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -108,6 +110,7 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, config.optim.warmup_steps, config.optim.max_steps)
         self.joint_step = JointStep(config, self.world, self.model, self.ddp, self.optimizer, self.scheduler, run_dir=self.run_dir)
         self.step = 0
+        self.interrupt = NO_LATCH  # pretrain() hands in its SigintLatch
         if resume_state is not None:
             self._resume(resume_state, found)
         self._write_run_directory()  # only now: a run that cannot start leaves nothing changed
@@ -314,6 +317,7 @@ class Trainer:
         interrupted = False
         try:
             while self.step < cfg.optim.max_steps:
+                self.interrupt.check()  # a Ctrl-C that library code swallowed
                 metrics = self.train_step()
                 self.step += 1
                 bar.update(1)
@@ -369,6 +373,7 @@ class Trainer:
         pipeline = DataPipeline(self.store, data_cfg)
         needed = self.contrast.prefill_batches_needed(data_cfg.xlco_batch_size)
         for j in tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not self.progress):
+            self.interrupt.check()
             keys, slots = [], []
             for batch in pipeline.step(j, self.world.rank, self.world.size).xlco:
                 batch = batch.to(self.world.device)
@@ -655,9 +660,50 @@ def _postfix(metrics: dict[str, float]) -> str:
     return ", ".join(parts)
 
 
+class SigintLatch:
+    """Ctrl-C during a run: raise KeyboardInterrupt at once, as Python does, and remember it.
+
+    A KeyboardInterrupt raised while library code runs a finalizer or a callback is only
+    printed ("Exception ignored in …") and the run would go on; the loop asks ``check()`` at
+    every step boundary, which raises it again. Installed by ``pretrain`` in the main thread
+    only (signal handlers live there), the previous handler restored on the way out.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self) -> "SigintLatch":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+
+
+NO_LATCH = SigintLatch()  # never requested: for a Trainer driven without pretrain()
+
+
 def pretrain(config: TrainConfig, data: str | Path, output: str | Path, **kwargs) -> Path:
     """Train (or resume) a run; returns the run directory."""
+    with SigintLatch() as latch:
+        return _pretrain(config, data, output, latch, **kwargs)
+
+
+def _pretrain(config: TrainConfig, data: str | Path, output: str | Path, latch: SigintLatch, **kwargs) -> Path:
     trainer = Trainer(config, data, output, **kwargs)
+    trainer.interrupt = latch
     try:
         trainer.run()
         # No rank tears the process group down while another (rank 0 writing the last
