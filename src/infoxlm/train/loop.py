@@ -341,6 +341,10 @@ class Trainer:
         started = time.perf_counter()
         torch.manual_seed(_mix(cfg.run.seed, step, world.rank))  # dropout: a function of (seed, step, rank)
         xlco_active = self.contrast is not None and step >= cfg.contrast.start_step
+        if xlco_active and step == cfg.contrast.start_step and step > 0 and cfg.contrast.key_warmup == "copy":
+            # The authors' warm-up: the key encoder, frozen until now, becomes a copy of the
+            # query encoder just before XLCO starts (and before it fills the queue).
+            self.contrast.momentum_update(self.encoder, momentum=0.0)
         if xlco_active and not self.contrast.is_full:
             self.prefill_queue()
         with phases("data"):
@@ -515,8 +519,11 @@ class JointStep:
         momentum = None
         with phases("ema"):
             if self.contrast is not None and self.contrast.use_momentum:
-                momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
-                self.contrast.momentum_update(self.model.encoder, momentum)
+                if step < cfg.contrast.start_step and cfg.contrast.key_warmup == "copy":
+                    momentum = 1.0  # frozen during the warm-up (Trainer.train_step copies it at the end)
+                else:
+                    momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
+                    self.contrast.momentum_update(self.model.encoder, momentum)
         with phases("queue"):
             if keys:
                 self.enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
