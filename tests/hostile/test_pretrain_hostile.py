@@ -302,3 +302,17 @@ def test_a_ctrl_c_that_library_code_swallows_still_ends_the_run(store, tmp_path,
     assert calls == [0, 1, 2, 3]
     assert latest_checkpoint(tmp_path / "run").name == "step-00000004"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_the_ctrl_c_latch_is_installed_for_the_command_only():
+    from infoxlm import interrupt
+
+    assert interrupt.started_as_command(["python", "-m", "infoxlm", "pretrain"])
+    assert interrupt.started_as_command(["/venv/bin/python", "/venv/bin/infoxlm", "pretrain"])
+    assert not interrupt.started_as_command(["python", "-m", "pytest", "tests"])
+    assert not interrupt.started_as_command(["python", "my_script.py"])
+    # Importing infoxlm as a library leaves Python's own handler in place.
+    code = "import signal, infoxlm; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.stdout.strip() == "True", out.stderr

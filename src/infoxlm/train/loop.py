@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from .. import interrupt
 from ..data.pipeline import DataPipeline, StepData
 from ..data.store import TokenStore
 from ..errors import InfoXLMError
@@ -680,6 +681,11 @@ class SigintLatch:
         self.requested = False
         self._previous = None
 
+    @property
+    def interrupted(self) -> bool:
+        # interrupt.requested: a Ctrl-C the command's own latch saw before this one (start-up).
+        return self.requested or interrupt.requested
+
     def __enter__(self) -> "SigintLatch":
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
@@ -695,7 +701,7 @@ class SigintLatch:
         raise KeyboardInterrupt
 
     def check(self) -> None:
-        if self.requested:
+        if self.interrupted:
             raise KeyboardInterrupt
 
 
@@ -709,6 +715,7 @@ def pretrain(config: TrainConfig, data: str | Path, output: str | Path, **kwargs
 
 
 def _pretrain(config: TrainConfig, data: str | Path, output: str | Path, latch: SigintLatch, **kwargs) -> Path:
+    latch.check()  # a Ctrl-C during start-up that an import swallowed
     trainer = Trainer(config, data, output, **kwargs)
     trainer.interrupt = latch
     try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from ..errors import InfoXLMError
@@ -109,14 +111,22 @@ def run_pretrain(args: argparse.Namespace) -> int:
     missing = [flag for flag, value in (("--data", args.data), ("--output", args.output)) if value is None]
     if missing:
         raise InfoXLMError(f"pretrain: {' and '.join(missing)} required (or --print-config to see the config)")
-    pretrain(
-        config,
-        args.data,
-        args.output,
-        allow_config_change=args.allow_config_change,
-        allow_data_change=args.allow_data_change,
-        progress=not args.no_progress,
-    )
+    try:
+        pretrain(
+            config,
+            args.data,
+            args.output,
+            allow_config_change=args.allow_config_change,
+            allow_data_change=args.allow_data_change,
+            progress=not args.no_progress,
+        )
+    except KeyboardInterrupt:
+        # The checkpoints are complete and synced, the logs closed: end now, without the
+        # interpreter's teardown, where a library thread left mid-operation by the interrupt
+        # can block the exit for good.
+        print("infoxlm: interrupted", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)
     return 0
 
 
