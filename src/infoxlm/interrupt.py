@@ -30,9 +30,14 @@ def _handle(signum, frame) -> None:
 
 
 def install() -> None:
-    """Take over SIGINT in the main thread (where signal handlers run); idempotent."""
+    """Take over SIGINT in the main thread (where signal handlers run) where Python's own
+    handler is in place (not where SIGINT is ignored, as in a background job); idempotent."""
     global _installed
-    if not _installed and threading.current_thread() is threading.main_thread():
+    if (
+        not _installed
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ):
         signal.signal(signal.SIGINT, _handle)
         _installed = True
 

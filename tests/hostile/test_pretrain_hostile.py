@@ -161,6 +161,8 @@ def test_ctrl_c_ends_the_run_within_seconds(store, tmp_path):
             [sys.executable, "-m", "infoxlm", "pretrain", "--preset", "test", "--data", str(store), "--output", str(run),
              "--no-progress", "--max-steps", "100000", "--save-every", "3"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+            # As from a terminal, also when the tests run as a background job (SIGINT ignored).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         deadline = time.monotonic() + 120
         while after == "train" and not (run / "config.json").exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -278,6 +280,7 @@ def test_an_output_that_is_a_file_or_under_one_is_refused(capsys, store, tmp_pat
 def test_a_ctrl_c_that_library_code_swallows_still_ends_the_run(store, tmp_path, monkeypatch):
     """A KeyboardInterrupt raised inside a finalizer or callback is only printed by Python; the
     loop must still stop at the next step boundary."""
+    from infoxlm import interrupt
     from infoxlm.train import loop
     from infoxlm.train.config import apply_overrides, preset
 
@@ -296,12 +299,18 @@ def test_a_ctrl_c_that_library_code_swallows_still_ends_the_run(store, tmp_path,
         return metrics
 
     monkeypatch.setattr(loop.Trainer, "train_step", step_then_swallowed_ctrl_c)
+    monkeypatch.setattr(interrupt, "requested", False)
     cfg = apply_overrides(preset("test"), ["optim.max_steps=50", "run.save_every=2"])
-    with pytest.raises(KeyboardInterrupt):
-        loop.pretrain(cfg, store, tmp_path / "run", progress=False)
+    # As in a terminal (a background job starts with SIGINT ignored, and the latch leaves that alone).
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop.pretrain(cfg, store, tmp_path / "run", progress=False)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert calls == [0, 1, 2, 3]
     assert latest_checkpoint(tmp_path / "run").name == "step-00000004"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
 def test_the_ctrl_c_latch_is_installed_for_the_command_only():
@@ -312,7 +321,7 @@ def test_the_ctrl_c_latch_is_installed_for_the_command_only():
     assert not interrupt.started_as_command(["python", "-m", "pytest", "tests"])
     assert not interrupt.started_as_command(["python", "my_script.py"])
     # Importing infoxlm as a library leaves Python's own handler in place.
-    code = "import signal, infoxlm; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    code = "import signal; h = signal.getsignal(signal.SIGINT); import infoxlm; print(signal.getsignal(signal.SIGINT) is h)"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.stdout.strip() == "True", out.stderr

@@ -674,7 +674,8 @@ class SigintLatch:
     A KeyboardInterrupt raised while library code runs a finalizer or a callback is only
     printed ("Exception ignored in …") and the run would go on; the loop asks ``check()`` at
     every step boundary, which raises it again. Installed by ``pretrain`` in the main thread
-    only (signal handlers live there), the previous handler restored on the way out.
+    only (signal handlers live there) and only over Python's own handler, the previous
+    handler restored on the way out.
     """
 
     def __init__(self):
@@ -687,7 +688,12 @@ class SigintLatch:
         return self.requested or interrupt.requested
 
     def __enter__(self) -> "SigintLatch":
-        if threading.current_thread() is threading.main_thread():
+        # Only over Python's own handler or the command's latch: an ignored SIGINT (a
+        # background job) or someone else's handler stays as it is.
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) in (
+            signal.default_int_handler,
+            interrupt._handle,
+        ):
             self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
 
