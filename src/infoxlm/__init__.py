@@ -12,10 +12,15 @@ The public API::
 
 from .version import __version__
 
-from .embedding import embed, embed_layers
-from .errors import CheckpointError, InfoXLMError, TokenizerError
-from .model import Encoder, EncoderConfig, EncoderOutput, MLMHead
-from .tokenizer import Tokenizer
+from . import interrupt
+
+if interrupt.started_as_command():  # before the heavy imports below (see interrupt.py)
+    interrupt.install()
+
+from .embedding import embed, embed_layers  # noqa: E402
+from .errors import CheckpointError, InfoXLMError, TokenizerError  # noqa: E402
+from .model import Encoder, EncoderConfig, EncoderOutput, MLMHead  # noqa: E402
+from .tokenizer import Tokenizer  # noqa: E402
 
 __all__ = [
     "CheckpointError",

@@ -215,7 +215,7 @@ def test_mixup_needs_a_second_pair(tmp_path):
         (dict(mask_token_prob=0.95, random_token_prob=0.1), "must be <= 1"),
         (dict(mixup="yes"), "mixup"),
         (dict(max_tokens=511), "smaller than one mmlm example"),
-        (dict(max_tokens=511, mmlm_batch_size=0, tlm_batch_size=0), r"one xlco example \(2 \* xlco_max_length = 512\)"),
+        (dict(max_tokens=511, mmlm_batch_size=0, tlm_batch_size=0, xlco_max_length=256), r"one xlco example \(2 \* xlco_max_length = 512\)"),
     ],
 )
 def test_bad_config(change, message):

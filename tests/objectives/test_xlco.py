@@ -200,3 +200,18 @@ def test_bad_arguments(encoder):
         MomentumContrast(encoder, layer=1, temperature=0)
     with pytest.raises(ValueError, match="pooling='max'"):
         MomentumContrast(encoder, layer=1, pooling="max")
+
+
+@pytest.mark.parametrize("key_dropout", [True, False])
+def test_key_dropout_runs_the_key_encoder_in_training_mode(encoder, views, key_dropout):
+    """key_dropout=True (the authors' code): keys get the model's dropout, drawn from torch's
+    RNG (so the same seed gives the same keys); False: eval mode, keys without dropout."""
+    encoder.set_dropout(0.1)
+    xlco = MomentumContrast(encoder, layer=2, queue_size=16, key_dropout=key_dropout)
+    torch.manual_seed(1)
+    a = xlco.encode_keys(*views)
+    b = xlco.encode_keys(*views)
+    torch.manual_seed(1)
+    assert torch.equal(xlco.encode_keys(*views), a)  # seeded: reproducible either way
+    assert xlco.key_encoder.training == key_dropout
+    assert torch.equal(a, b) != key_dropout

@@ -103,3 +103,55 @@ def test_sections_validate_at_construction_and_whole_configs_on_request():
     # One objective left is enough; queue_size=0 is fine with in-batch negatives.
     apply_overrides(preset("test"), ["data.mmlm_batch_size=0", "data.tlm_batch_size=0"])
     apply_overrides(preset("test"), ["contrast.in_batch_negatives=true", "contrast.queue_size=0"])
+
+
+# The paper's appendix table "Hyperparameters used for InfoXLM pre-training", column by column,
+# plus the from-scratch recipe of its appendix text (init, key-encoder warm-up, schedule).
+APPENDIX = {
+    "scratch-base": dict(layers=12, hidden=768, ffn=3072, heads=12, steps=1_000_000, batch=256, eps=1e-6,
+                         betas=(0.9, 0.999), lr=1e-4, warmup=10_000, clip=1.0, weight_decay=0.01,
+                         momentum=0.9995, queue=16_384, layer=8),
+    "base": dict(layers=12, hidden=768, ffn=3072, heads=12, steps=150_000, batch=2048, eps=1e-6,
+                 betas=(0.9, 0.98), lr=2e-4, warmup=10_000, clip=1.0, weight_decay=0.01,
+                 momentum=0.9999, queue=131_072, layer=8),
+    "large": dict(layers=24, hidden=1024, ffn=4096, heads=16, steps=200_000, batch=2048, eps=1e-6,
+                  betas=(0.9, 0.98), lr=1e-4, warmup=10_000, clip=1.0, weight_decay=0.01,
+                  momentum=0.999, queue=131_072, layer=12),
+}
+
+
+@pytest.mark.parametrize("name", sorted(APPENDIX))
+def test_presets_match_the_papers_appendix_table(name):
+    from infoxlm.model.config import EncoderConfig
+    from infoxlm.objectives.xlco import momentum_at
+
+    cfg, paper = preset(name), APPENDIX[name]
+    encoder = EncoderConfig.preset(cfg.model.size, vocab_size=250_002, **cfg.model.overrides)
+    assert (encoder.num_hidden_layers, encoder.hidden_size, encoder.intermediate_size, encoder.num_attention_heads) == (
+        paper["layers"], paper["hidden"], paper["ffn"], paper["heads"])
+    assert cfg.optim.max_steps == paper["steps"]
+    assert (cfg.data.mmlm_batch_size, cfg.data.tlm_batch_size, cfg.data.xlco_batch_size) == (paper["batch"],) * 3
+    assert (cfg.optim.eps, cfg.optim.betas, cfg.optim.lr) == (paper["eps"], paper["betas"], paper["lr"])
+    assert (cfg.optim.warmup_steps, cfg.optim.clip_norm, cfg.optim.weight_decay) == (paper["warmup"], paper["clip"], paper["weight_decay"])
+    # "Momentum coefficient": constant, or the cap of the inverse-square-root schedule (*).
+    late = momentum_at(10**9, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
+    assert late == paper["momentum"]
+    assert (cfg.contrast.queue_size, cfg.contrast.layer) == (paper["queue"], paper["layer"])
+    if name == "scratch-base":
+        assert cfg.contrast.momentum_schedule == "inverse_sqrt" and cfg.contrast.start_step == 200_000
+        assert cfg.model.init_scheme == "uniform" and cfg.model.init is None
+    else:
+        assert cfg.contrast.momentum_schedule == "constant" and cfg.contrast.start_step == 0
+
+
+def test_print_config_needs_no_data_and_prints_the_resolved_json(capsys):
+    from infoxlm.cli import main
+
+    assert main(["pretrain", "--preset", "scratch-base", "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["optim"]["betas"] == [0.9, 0.999] and printed["optim"]["max_steps"] == 1_000_000
+    assert main(["pretrain", "--preset", "test", "--set", "optim.lr=0.5", "--seed", "7", "--no-xlco", "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["optim"]["lr"] == 0.5 and printed["data"]["xlco_batch_size"] == 0 and printed["data"]["seed"] == 7
+    assert main(["pretrain", "--preset", "test"]) == 1
+    assert "--data and --output required" in capsys.readouterr().err

@@ -193,16 +193,46 @@ def test_a_contrast_layer_above_the_encoder_is_named(store, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_xlco_joins_after_the_key_encoder_warm_up(store, tmp_path):
-    cfg = apply_overrides(preset("test"), ["optim.max_steps=4", "contrast.start_step=2", "contrast.momentum_schedule=inverse_sqrt"])
+@pytest.mark.parametrize("key_warmup, first_momentum", [("copy", 1.0), ("momentum", 0.0)])
+def test_xlco_joins_after_the_key_encoder_warm_up(store, tmp_path, key_warmup, first_momentum):
+    cfg = apply_overrides(
+        preset("test"),
+        ["optim.max_steps=4", "contrast.start_step=2", "contrast.momentum_schedule=inverse_sqrt", f"contrast.key_warmup={key_warmup}"],
+    )
     rows = losses(quiet(pretrain, cfg, store, tmp_path / "run", progress=False))
     assert ["loss/xlco" in r for r in rows] == [False, False, True, True]
-    assert rows[0]["momentum"] == 0.0 and rows[3]["momentum"] == pytest.approx(1 - 4**-0.51)
+    # copy: frozen (m = 1) during the warm-up; momentum: inverse_sqrt from step 0 (m = 0 there).
+    assert rows[0]["momentum"] == first_momentum and rows[3]["momentum"] == pytest.approx(1 - 4**-0.51)
     # The queue was pre-filled with real keys before XLCO's first step, and stays full.
     from infoxlm.train.checkpoint import load_checkpoint
 
     queue = load_checkpoint(latest_checkpoint(tmp_path / "run"))["contrast"]
     assert int(queue["queue_filled"]) == cfg.contrast.queue_size == queue["queue"].shape[0]
+
+
+def _key_and_query(trainer) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    query = dict(trainer.encoder.named_parameters())
+    return [(p, query[n]) for n, p in trainer.contrast.key_encoder.named_parameters() if not n.startswith(("lm_head.", "pooler."))]
+
+
+def test_the_key_encoder_is_frozen_during_the_warm_up_then_copied(store, tmp_path):
+    """contrast.key_warmup=copy (the authors' code): no momentum update before start_step, a
+    copy of the query encoder just before XLCO's first step."""
+    from infoxlm.train.loop import Trainer
+
+    # momentum 1: the update after XLCO's first step leaves the key encoder where the copy put it.
+    cfg = apply_overrides(preset("test"), ["optim.max_steps=3", "contrast.start_step=2", "contrast.momentum=1.0"])
+    trainer = quiet(Trainer, cfg, store, tmp_path / "run", progress=False)
+    initial = [k.detach().clone() for k, _ in _key_and_query(trainer)]
+    for _ in range(2):
+        quiet(trainer.train_step)
+        trainer.step += 1
+    pairs = _key_and_query(trainer)
+    assert all(torch.equal(k, k0) for (k, _), k0 in zip(pairs, initial))  # frozen
+    assert not all(torch.equal(k, q) for k, q in pairs)  # while the query encoder moved
+    query_before = [q.detach().clone() for _, q in pairs]
+    quiet(trainer.train_step)
+    assert all(torch.equal(k, q0) for (k, _), q0 in zip(_key_and_query(trainer), query_before))  # copied
 
 
 @pytest.mark.slow

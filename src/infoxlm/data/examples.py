@@ -16,8 +16,9 @@ XLCO: a query view and a key view per example. Without mixup ``<s> c1 </s>`` and
 (paper §3.3) the partner pair (d1, d2) is split over the views: query ``<s> c1 </s> dq </s>``
 and key ``<s> c2 </s> dk </s>``, where {dq, dk} = {d1, d2} and the order inside each view is
 random — e.g. ⟨c1 d1, c2 d2⟩ or ⟨c1 d2, d1 c2⟩ — each view cut to ``xlco_max_length`` fairly.
-The default 256 leaves each of a view's two sentences ≥ 126 tokens, far above typical
-parallel-corpus sentences, at half the cost of 512-token views.
+The default 512 (the model's longest input) is about what the authors' code allows a view
+(about 511 tokens); 256 leaves each of a view's two sentences ≥ 126 tokens, far above typical
+parallel-corpus sentences, at half the cost (``data.xlco_max_length``).
 
 Example:
     >>> builder = ExampleBuilder(TokenStore.open("data/store"), block_size=512)   # doctest: +SKIP
@@ -139,7 +140,7 @@ class ExampleBuilder:
         xlco_max_length: longest XLCO view, its specials included.
     """
 
-    def __init__(self, store: TokenStore, block_size: int = 512, tlm_max_length: int = 512, xlco_max_length: int = 256):
+    def __init__(self, store: TokenStore, block_size: int = 512, tlm_max_length: int = 512, xlco_max_length: int = 512):
         if block_size < 3:
             raise ValueError(f"block_size must be >= 3 (<s>, a token, </s>), got {block_size}")
         if tlm_max_length < 5:

@@ -54,7 +54,7 @@ class PipelineConfig:
     xlco_batch_size: int = 2048
     block_size: int = 512  # MMLM block, <s> … </s>
     tlm_max_length: int = 512  # <s> a </s> b </s>
-    xlco_max_length: int = 256  # one view, <s> c </s> d </s>
+    xlco_max_length: int = 512  # one view, <s> c </s> d </s>; the authors' code allows about 511 tokens a view
     mask_prob: float = 0.15  # share of eligible tokens selected
     mask_token_prob: float = 0.8  # of the selected: → <mask>
     random_token_prob: float = 0.1  # of the selected: → random piece (rest unchanged)

@@ -104,6 +104,7 @@ class MomentumContrast(nn.Module):
         use_momentum: bool = True,
         in_batch_negatives: bool = False,
         pooling: str = "cls",
+        key_dropout: bool = False,
     ):
         super().__init__()
         config = encoder.config
@@ -125,6 +126,7 @@ class MomentumContrast(nn.Module):
         self.use_momentum = use_momentum
         self.in_batch_negatives = in_batch_negatives
         self.pooling = pooling
+        self.key_dropout = key_dropout
 
         self.query_projection = nn.Linear(d, d, bias=False)
         nn.init.normal_(self.query_projection.weight, std=config.initializer_range)
@@ -158,6 +160,7 @@ class MomentumContrast(nn.Module):
             use_momentum=config.use_momentum,
             in_batch_negatives=config.in_batch_negatives,
             pooling=config.pooling,
+            key_dropout=config.key_dropout,
         )
 
     @property
@@ -240,8 +243,9 @@ class MomentumContrast(nn.Module):
             if encoder is None:
                 raise ValueError("use_momentum=False: keys come from the query encoder; pass encoder=")
             return self._encode(encoder, self.query_projection, input_ids, attention_mask, packing).detach()
-        # Keys are computed without dropout: a target that is not itself noisy.
-        self.key_encoder.eval()
+        # key_dropout: the key encoder in training mode, with the query encoder's dropout (the
+        # authors' code); else in eval mode, keys without dropout (a target not itself noisy).
+        self.key_encoder.train(self.key_dropout)
         return self._encode(self.key_encoder, self.key_projection, input_ids, attention_mask, packing)
 
     def forward(

@@ -37,6 +37,7 @@ INIT_SCHEMES = ("uniform", "normal")
 NORMALISERS = ("paper", "joint")
 MOMENTUM_SCHEDULES = ("constant", "inverse_sqrt")
 POOLINGS = ("cls", "mean")
+KEY_WARMUPS = ("copy", "momentum")
 
 
 class Section:
@@ -137,6 +138,13 @@ class ContrastConfig(Section):
     # of the <s> state ("cls", the paper) — the pooling Tatoeba-style retrieval reads.
     pooling: str = "cls"
     start_step: int = 0  # XLCO joins after this many steps (key-encoder warm-up from scratch)
+    # The key encoder during those start_step steps: "copy" (the authors' code) keeps it frozen
+    # and copies the query encoder into it just before XLCO starts; "momentum" lets it follow
+    # the query encoder by the momentum update all along. The paper says only "a warm-up".
+    key_warmup: str = "copy"
+    # The authors' code runs the momentum encoder in training mode (dropout as model.dropout);
+    # false runs it in eval mode (no dropout on the keys, MoCo-style).
+    key_dropout: bool = True
 
     def validate(self) -> None:
         self._integer("layer", 1)  # its upper bound is the encoder's depth, checked by the trainer
@@ -151,6 +159,8 @@ class ContrastConfig(Section):
         self._boolean("use_momentum")
         self._choice("pooling", POOLINGS)
         self._integer("start_step", 0)
+        self._choice("key_warmup", KEY_WARMUPS)
+        self._boolean("key_dropout")
 
 
 @dataclass
@@ -383,6 +393,7 @@ PRESETS: dict[str, list[str]] = {
         "data.tlm_batch_size=256",
         "data.xlco_batch_size=256",
         "optim.lr=1e-4",
+        "optim.betas=[0.9, 0.999]",  # the appendix table's from-scratch column (base/large: 0.98)
         "optim.max_steps=1000000",
         "contrast.queue_size=16384",
         "contrast.start_step=200000",
@@ -402,6 +413,7 @@ PRESETS: dict[str, list[str]] = {
         "contrast.layer=3",
         "contrast.queue_size=1024",
         "contrast.momentum=0.99",
+        "contrast.key_dropout=false",  # keys without dropout: the setting the demo's results were measured with
         "optim.lr=5e-4",
         "optim.warmup_steps=50",
         "optim.max_steps=600",

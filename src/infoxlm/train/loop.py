@@ -14,8 +14,10 @@ import contextlib
 import dataclasses
 import json
 import math
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from .. import interrupt
 from ..data.pipeline import DataPipeline, StepData
 from ..data.store import TokenStore
 from ..errors import InfoXLMError
@@ -113,6 +116,7 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, config.optim.warmup_steps, config.optim.max_steps)
         self.joint_step = JointStep(config, self.world, self.model, self.ddp, self.optimizer, self.scheduler, run_dir=self.run_dir)
         self.step = 0
+        self.interrupt = NO_LATCH  # pretrain() hands in its SigintLatch
         if resume_state is not None:
             self._resume(resume_state, found)
         self._write_run_directory()  # only now: a run that cannot start leaves nothing changed
@@ -341,6 +345,7 @@ class Trainer:
         interrupted = False
         try:
             while self.step < cfg.optim.max_steps:
+                self.interrupt.check()  # a Ctrl-C that library code swallowed
                 metrics = self.train_step()
                 self.step += 1
                 bar.update(1)
@@ -366,6 +371,10 @@ class Trainer:
         started = time.perf_counter()
         torch.manual_seed(_mix(cfg.run.seed, step, world.rank))  # dropout: a function of (seed, step, rank)
         xlco_active = self.contrast is not None and step >= cfg.contrast.start_step
+        if xlco_active and step == cfg.contrast.start_step and step > 0 and cfg.contrast.key_warmup == "copy":
+            # The authors' warm-up: the key encoder, frozen until now, becomes a copy of the
+            # query encoder just before XLCO starts (and before it fills the queue).
+            self.contrast.momentum_update(self.encoder, momentum=0.0)
         if xlco_active and not self.contrast.is_full:
             self.prefill_queue()
         with phases("data"):
@@ -398,6 +407,7 @@ class Trainer:
         pipeline = DataPipeline(self.store, data_cfg)
         needed = self.contrast.prefill_batches_needed(data_cfg.xlco_batch_size)
         for j in tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not self.progress):
+            self.interrupt.check()
             keys, slots = [], []
             for batch in pipeline.step(j, self.world.rank, self.world.size).xlco:
                 batch = batch.to(self.world.device)
@@ -539,8 +549,11 @@ class JointStep:
         momentum = None
         with phases("ema"):
             if self.contrast is not None and self.contrast.use_momentum:
-                momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
-                self.contrast.momentum_update(self.model.encoder, momentum)
+                if step < cfg.contrast.start_step and cfg.contrast.key_warmup == "copy":
+                    momentum = 1.0  # frozen during the warm-up (Trainer.train_step copies it at the end)
+                else:
+                    momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
+                    self.contrast.momentum_update(self.model.encoder, momentum)
         with phases("queue"):
             if keys:
                 self.enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
@@ -682,9 +695,62 @@ def _postfix(metrics: dict[str, float]) -> str:
     return ", ".join(parts)
 
 
+class SigintLatch:
+    """Ctrl-C during a run: raise KeyboardInterrupt at once, as Python does, and remember it.
+
+    A KeyboardInterrupt raised while library code runs a finalizer or a callback is only
+    printed ("Exception ignored in …") and the run would go on; the loop asks ``check()`` at
+    every step boundary, which raises it again. Installed by ``pretrain`` in the main thread
+    only (signal handlers live there) and only over Python's own handler, the previous
+    handler restored on the way out.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    @property
+    def interrupted(self) -> bool:
+        # interrupt.requested: a Ctrl-C the command's own latch saw before this one (start-up).
+        return self.requested or interrupt.requested
+
+    def __enter__(self) -> "SigintLatch":
+        # Only over Python's own handler or the command's latch: an ignored SIGINT (a
+        # background job) or someone else's handler stays as it is.
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) in (
+            signal.default_int_handler,
+            interrupt._handle,
+        ):
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.interrupted:
+            raise KeyboardInterrupt
+
+
+NO_LATCH = SigintLatch()  # never requested: for a Trainer driven without pretrain()
+
+
 def pretrain(config: TrainConfig, data: str | Path, output: str | Path, **kwargs) -> Path:
     """Train (or resume) a run; returns the run directory."""
+    with SigintLatch() as latch:
+        return _pretrain(config, data, output, latch, **kwargs)
+
+
+def _pretrain(config: TrainConfig, data: str | Path, output: str | Path, latch: SigintLatch, **kwargs) -> Path:
+    latch.check()  # a Ctrl-C during start-up that an import swallowed
     trainer = Trainer(config, data, output, **kwargs)
+    trainer.interrupt = latch
     try:
         trainer.run()
         # No rank tears the process group down while another (rank 0 writing the last

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from ..cli_args import positive_int
+from ..errors import InfoXLMError
 from .config import PRESETS, apply_overrides, load_config_file, preset
 
 
@@ -24,12 +27,13 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
             "examples:\n"
             "  infoxlm pretrain --preset base --init xlm-roberta-base --data store --output runs/base\n"
             "  infoxlm pretrain --preset test --data store --output runs/t --max-steps 50 --no-xlco\n"
+            "  infoxlm pretrain --preset scratch-base --set optim.lr=2e-4 --print-config\n"
             "  torchrun --nproc_per_node 8 -m infoxlm pretrain --preset base --init ... --data store --output runs/base"
         ),
     )
     p.add_argument("--preset", default="base", choices=sorted(PRESETS), help="hyperparameters to start from (default: base)")
-    p.add_argument("--data", required=True, type=Path, help="token store directory")
-    p.add_argument("--output", required=True, type=Path, help="run directory (created, or resumed)")
+    p.add_argument("--data", type=Path, default=None, help="token store directory (required unless --print-config)")
+    p.add_argument("--output", type=Path, default=None, help="run directory, created or resumed (required unless --print-config)")
     p.add_argument("--init", default=None, help="Hugging Face XLM-R directory to continue from (default: from scratch)")
     p.add_argument("--config", type=Path, default=None, help="JSON file of config sections to apply over the preset")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override one field (repeatable)")
@@ -58,6 +62,11 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
         "tokenizer is always refused",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config (preset, --config, --set and the flags above) as JSON and exit",
+    )
     p.set_defaults(func=run_pretrain)
 
     e = commands.add_parser(
@@ -116,16 +125,31 @@ def resolved_config(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from .loop import pretrain
+    from .loop import pretrain, resolve_config
 
-    pretrain(
-        resolved_config(args),
-        args.data,
-        args.output,
-        allow_config_change=args.allow_config_change,
-        allow_data_change=args.allow_data_change,
-        progress=not args.no_progress,
-    )
+    config = resolved_config(args)
+    if args.print_config:
+        print(resolve_config(config).to_json())
+        return 0
+    missing = [flag for flag, value in (("--data", args.data), ("--output", args.output)) if value is None]
+    if missing:
+        raise InfoXLMError(f"pretrain: {' and '.join(missing)} required (or --print-config to see the config)")
+    try:
+        pretrain(
+            config,
+            args.data,
+            args.output,
+            allow_config_change=args.allow_config_change,
+            allow_data_change=args.allow_data_change,
+            progress=not args.no_progress,
+        )
+    except KeyboardInterrupt:
+        # The checkpoints are complete and synced, the logs closed: end now, without the
+        # interpreter's teardown, where a library thread left mid-operation by the interrupt
+        # can block the exit for good.
+        print("infoxlm: interrupted", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)
     return 0
 
 

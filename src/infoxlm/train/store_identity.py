@@ -2,8 +2,8 @@
 
 A run's steps are functions of (seed, step, store): the same step on another store is another
 step. The identity is small and cheap (no pass over the tokens): the tokenizer's SHA-256 and
-vocabulary size from ``store.json``, and per corpus its counts and the fingerprint of the
-inputs it was prepared from (``meta.json``). Each checkpoint keeps the identity it was
+vocabulary size from ``store.json``, and per corpus its counts and a checksum of its token
+and offset files (``corpus_checksum``). Each checkpoint keeps the identity it was
 trained on; ``RUN/store_identity.json`` holds the latest, for people.
 
     >>> before = {"tokenizer": {"fingerprint": "ab" * 32, "vocab_size": 9}, "corpora": {"mono/de": {"tokens": 5}}}
@@ -20,6 +20,7 @@ from typing import Any
 
 from ..data.store import TokenStore
 
+CHECKSUM_EDGE_BYTES = 1 << 20  # read from each end of a corpus file for its checksum
 # Files of a Hugging Face XLM-R directory that define its ids (tokenizer.py reads either).
 TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model")
 
@@ -33,18 +34,35 @@ def store_identity(store: TokenStore) -> dict[str, Any]:
             "lines": corpus.num_lines,
             "documents": corpus.num_documents,
             "tokens": corpus.num_tokens,
-            "input_fingerprint": corpus.meta.get("input_fingerprint"),
+            "checksum": corpus_checksum(corpus.path),
         }
     for pair, corpus in store.parallel.items():
         corpora[f"parallel/{pair}"] = {
             "pairs": corpus.num_pairs,
             "tokens": corpus.num_tokens,
-            "input_fingerprint": corpus.meta.get("input_fingerprint"),
+            "checksum": corpus_checksum(corpus.path),
         }
     return {
         "tokenizer": {"fingerprint": tokenizer.get("fingerprint"), "vocab_size": tokenizer.get("vocab_size")},
         "corpora": corpora,
     }
+
+
+def corpus_checksum(path: Path, edge: int = CHECKSUM_EDGE_BYTES) -> str:
+    """SHA-256 over a corpus's token and offset files: each file's name, size, first and last
+    ``edge`` bytes. Cheap on a corpus of any size, equal for the same text prepared again
+    (wherever its input files lie), different when the text changed almost surely (a change
+    in the middle alone keeps the counts only if it keeps every length)."""
+    digest = hashlib.sha256()
+    for file in sorted(Path(path).glob("*.u32")) + sorted(Path(path).glob("*.i64")):
+        size = file.stat().st_size
+        digest.update(f"{file.name}:{size}:".encode())
+        with open(file, "rb") as f:
+            digest.update(f.read(edge))
+            if size > edge:
+                f.seek(max(edge, size - edge))
+                digest.update(f.read(edge))
+    return digest.hexdigest()
 
 
 def tokenizer_change(before: dict[str, Any], after: dict[str, Any]) -> str | None:
@@ -63,8 +81,8 @@ def corpus_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     for name in sorted(set(a) & set(b)):
         if a[name] != b[name]:
             fields = [f"{k} {a[name].get(k)} → {b[name].get(k)}" for k in sorted(set(a[name]) | set(b[name]))
-                      if a[name].get(k) != b[name].get(k) and k != "input_fingerprint"]
-            changes.append(f"{name} changed ({', '.join(fields) or 'prepared from other input'})")
+                      if a[name].get(k) != b[name].get(k) and k != "checksum"]
+            changes.append(f"{name} changed ({', '.join(fields) or 'other tokens, same counts'})")
     return changes
 
 

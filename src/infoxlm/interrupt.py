@@ -1,0 +1,56 @@
+"""A Ctrl-C that is never lost while the ``infoxlm`` command runs.
+
+Python turns SIGINT into a KeyboardInterrupt wherever the main thread happens to be. Raised
+inside a finalizer, a callback or an import that catches broadly, it is printed or swallowed
+and the command goes on (a Ctrl-C during start-up was seen to be lost this way). The handler
+here raises it just the same and also remembers it; long-running commands call ``check()``
+at safe points (``infoxlm pretrain``: before it starts and at every step boundary), which
+raises it again.
+
+It is installed when the package is imported as the ``infoxlm`` command (``python -m
+infoxlm`` or the ``infoxlm`` script, before the heavy imports), never when infoxlm is
+imported as a library.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+
+requested = False  # a Ctrl-C arrived since install()
+_installed = False
+
+
+def _handle(signum, frame) -> None:
+    global requested
+    requested = True
+    raise KeyboardInterrupt
+
+
+def install() -> None:
+    """Take over SIGINT in the main thread (where signal handlers run) where Python's own
+    handler is in place (not where SIGINT is ignored, as in a background job); idempotent."""
+    global _installed
+    if (
+        not _installed
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ):
+        signal.signal(signal.SIGINT, _handle)
+        _installed = True
+
+
+def check() -> None:
+    """Raise KeyboardInterrupt if a Ctrl-C arrived, whether or not someone swallowed it."""
+    if requested:
+        raise KeyboardInterrupt
+
+
+def started_as_command(argv: list[str] | None = None) -> bool:
+    """Whether this process is ``python -m infoxlm …`` or the ``infoxlm`` script."""
+    argv = list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
+    as_module = any(a == "-m" and b == "infoxlm" for a, b in zip(argv, argv[1:]))
+    as_script = len(argv) > 1 and Path(argv[1]).name == "infoxlm"
+    return as_module or as_script
