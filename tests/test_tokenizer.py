@@ -8,7 +8,6 @@ here, and on vocabularies trained with :meth:`Tokenizer.train`.
 from __future__ import annotations
 
 import argparse
-import doctest
 import gzip
 import hashlib
 import json
@@ -23,8 +22,6 @@ import numpy as np
 import pytest
 import torch
 
-import infoxlm.data.sampling
-import infoxlm.tokenizer
 from infoxlm.errors import InfoXLMError, TokenizerError
 from infoxlm.tokenizer import Tokenizer
 from infoxlm.tokenizer_training import _choose_lines, language_from_filename
@@ -1048,9 +1045,3 @@ def test_cli_errors_and_help(corpus, tmp_path, capsys):
     assert exit_info.value.code == 0
     help_text = capsys.readouterr().out
     assert "--lang-input" in help_text and "(n_l/n)^alpha" in help_text and "train.de.txt" in help_text
-
-
-@pytest.mark.parametrize("module", [infoxlm.tokenizer, infoxlm.data.sampling])
-def test_docstring_examples_run(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0

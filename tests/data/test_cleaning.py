@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import doctest
 import unicodedata
 
-import infoxlm.data.cleaning
 from infoxlm.data.cleaning import CleaningCounts, clean_lines, clean_text
 
 
@@ -43,7 +41,3 @@ def test_whitespace_only_lines_become_empty_and_none_stays_none():
     counts = CleaningCounts()
     assert clean_lines(["  ", "\t", "\u200b", None, " x "], counts) == ["", "", "", None, "x"]
     assert counts.control_characters == 2
-
-
-def test_docstring_example():
-    assert doctest.testmod(infoxlm.data.cleaning).failed == 0

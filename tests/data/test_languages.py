@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import doctest
 
 import pytest
 
-import infoxlm.data.languages
 from infoxlm.data.languages import (
     ISO_639_1,
     ISO_639_3,
@@ -114,7 +112,3 @@ def test_bad_pairs():
     for bad in ("en", "en-", "en-xx", "en_de", ""):
         with pytest.raises(DataError, match="not two known language codes"):
             parse_language_pair(bad)
-
-
-def test_docstring_examples():
-    assert doctest.testmod(infoxlm.data.languages).failed == 0

@@ -97,16 +97,17 @@ SIZES: dict[str, BenchSize] = {
     ),
     "base": BenchSize(
         "base", "base", 250_002, 512, 512, 256, {"layer": 8, "queue_size": 131_072, "momentum": 0.9999},
-        # Micro-batch budget on an H100 (2026-11-23, gpu_profile.py --compile, median of 8
-        # steps): 32,768 tokens 403 ms, 65,536 369 ms, 98,304 315 ms per step (46 GB at peak).
+        # Micro-batches of 98,304 tokens: larger micro-batches mean fewer, fuller products,
+        # and this size still fits an 80 GB card (see BENCHMARKS.md, "GPU: one H100, base
+        # and large").
         cpu=Batches(1, 2, 4, 1024), cuda=Batches(256, 256, 256, 98304, baseline_max_tokens=8192),
         steps={"cpu": 3, "cuda": 10}, warmup={"cpu": 1, "cuda": 2},
     ),
     "large": BenchSize(
         "large", "large", 250_002, 512, 512, 256, {"layer": 12, "queue_size": 131_072, "momentum": 0.999},
-        # Both sides live on one card (measured on an 80 GB H100, 2026-11-23): infoxlm's
-        # 16,384-token micro-batches (34 GB at peak) fit beside the baseline's 8,192 (60 GB);
-        # 32,768 beside it, or the baseline at 16,384, ran out of memory.
+        # Both sides live on one 80 GB card: infoxlm's 16,384-token micro-batches fit beside
+        # the baseline's 8,192; 32,768 beside it, or the baseline at 16,384, do not (see
+        # BENCHMARKS.md, "GPU: one H100, base and large").
         cpu=Batches(1, 1, 2, 1024), cuda=Batches(256, 256, 256, 16384, baseline_max_tokens=8192),
         steps={"cpu": 2, "cuda": 5}, warmup={"cpu": 1, "cuda": 2},
     ),

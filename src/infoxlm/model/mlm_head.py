@@ -103,7 +103,7 @@ def padded_vocab_logits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     probability 0 and gradient 0 exactly, and argmax never picks one. Why: XLM-R's V = 250,002
     makes every row of the (N, V) logits and their gradient start at an address only 4-byte
     aligned, and GPU matrix-product libraries then fall back to slow kernels for all three of
-    the head's products (measured on an H100, BENCHMARKS.md). The parameters, and so the
+    the head's products (see BENCHMARKS.md, "GPU: one H100, base and large"). The parameters, and so the
     checkpoints, keep V. Costs a padded copy of the weight in the product's dtype per call.
     """
     pad = -weight.shape[0] % multiple

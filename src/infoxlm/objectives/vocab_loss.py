@@ -10,8 +10,8 @@ is all the arithmetic needs.
 On CUDA, where Triton runs, ``fused_cross_entropy.py`` does exactly that: a forward kernel
 that reads each row once (online log-sum-exp in fp32) and a backward kernel that writes
 softmax − one-hot in the logits' dtype. The arithmetic is the same fp32 log-sum-exp, so the loss agrees with the plain one to
-fp32 rounding (tests/gpu/test_fast_path_cuda.py); measured against the plain function and
-``torch.compile`` of it in benchmarks/vocab_loss.py. On a CPU, the plain function runs.
+fp32 rounding (tests/gpu/test_fast_path_cuda.py); benchmarks/vocab_loss.py compares it with
+the plain function and ``torch.compile`` of it (BENCHMARKS.md, "Vocabulary loss kernels"). On a CPU, the plain function runs.
 """
 
 from __future__ import annotations
