@@ -6,9 +6,9 @@ so probabilities are computed per pool with XLM-R's smoothing, n counted in toke
     p_l ∝ (n_l / n) ** alpha        (alpha = 0.7 by default, as for XLM-R's training data)
 
 where n_l is the number of tokens of language l (of both sides, for a pair). The report is
-produced only for a complete store: a missing ``store.json``, no corpus at all, a
-``.partial-*`` leftover of an interrupted prepare or a damaged corpus raise
-:class:`~infoxlm.data.store.StoreError` instead.
+produced only for a complete store: a missing ``store.json``, no corpus at all, no
+``tokenizer/`` copy, a ``.partial-*`` leftover of an interrupted prepare or a damaged corpus
+raise :class:`~infoxlm.data.store.StoreError` instead.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from infoxlm.data.sampling import language_probabilities
-from infoxlm.data.store import StoreError, TokenStore
+from infoxlm.data.store import TOKENIZER_DIR, StoreError, TokenStore
 from infoxlm.errors import DataError
 
 __all__ = ["DEFAULT_ALPHA", "format_report", "store_report"]
@@ -30,7 +30,7 @@ def store_report(root: str | Path, alpha: float = DEFAULT_ALPHA, check_token_ids
     """Counts per corpus and the sampling probabilities, as a JSON-serialisable dict.
 
     Raises:
-        StoreError: not a store, no corpora, leftovers of an interrupted prepare, or a
+        StoreError: not a store, no corpora, no tokenizer copy, leftovers of an interrupted prepare, or a
             damaged corpus (offsets that do not match the token file, counts that disagree
             with meta.json, token ids outside the vocabulary if ``check_token_ids``).
         DataError: ``alpha`` outside (0, 1].
@@ -41,6 +41,11 @@ def store_report(root: str | Path, alpha: float = DEFAULT_ALPHA, check_token_ids
     store.verify(check_token_ids=check_token_ids)
     if not store.mono and not store.parallel:
         raise StoreError(f"{store.root}: holds no corpus yet; add one with `infoxlm prepare mono` or `parallel`")
+    if not (store.root / TOKENIZER_DIR).is_dir():
+        raise StoreError(
+            f"{store.root}: incomplete: no {TOKENIZER_DIR}/ copy of the store's tokenizer (a prepare stopped "
+            "before writing it); run any `infoxlm prepare` into this store again to complete it"
+        )
 
     mono = {
         language: {
