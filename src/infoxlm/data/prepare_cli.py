@@ -108,7 +108,11 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
         "--alpha", type=float, default=DEFAULT_ALPHA,
         help=f"sampling exponent in (0, 1] (default: {DEFAULT_ALPHA})",
     )  # fmt: skip
-    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument(
+        "--json", action="store_true",
+        help="print the report as JSON, with each corpus's checksum (sha256 of its token ids and "
+        "line and document offsets; reads the whole store)",
+    )  # fmt: skip
     inspect.add_argument(
         "--check-token-ids", action="store_true",
         help="also read every token and check it is inside the vocabulary (reads the whole store)",
@@ -151,7 +155,7 @@ def run_prepare_parallel(args: argparse.Namespace) -> int:
 
 
 def run_prepare_inspect(args: argparse.Namespace) -> int:
-    report = store_report(args.store, alpha=args.alpha, check_token_ids=args.check_token_ids)
+    report = store_report(args.store, alpha=args.alpha, check_token_ids=args.check_token_ids, checksums=args.json)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
