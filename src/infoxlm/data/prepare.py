@@ -132,6 +132,7 @@ def prepare_monolingual(
     *,
     max_line_tokens: int = DEFAULT_MAX_LINE_TOKENS,
     skip_invalid: bool = False,
+    dedup: bool = False,
     force: bool = False,
     show_progress: bool = True,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
@@ -147,11 +148,14 @@ def prepare_monolingual(
     Raises:
         DataError: unknown language code, missing or empty file, invalid UTF-8 (unless
             ``skip_invalid``: such lines are then skipped and counted).
+
+    ``dedup`` drops every line (after cleaning) that appeared before in these inputs,
+    counted as ``skipped["duplicate"]``.
         StoreError: ``output`` was written with another tokenizer.
     """
     language = canonical_language(language)
     paths = _existing_files(inputs, "--input")
-    job = _Job("mono", language, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes)
+    job = _Job("mono", language, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup)
     job.extra_meta = {"language": language, "language_name": language_name(language)}
     return job.run(force, show_progress, _write_monolingual)
 
@@ -167,6 +171,7 @@ def prepare_parallel(
     allow_non_english: bool = False,
     max_line_tokens: int = DEFAULT_MAX_LINE_TOKENS,
     skip_invalid: bool = False,
+    dedup: bool = False,
     force: bool = False,
     show_progress: bool = True,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
@@ -183,6 +188,9 @@ def prepare_parallel(
         DataError: bad pair (unknown code, no English side unless ``allow_non_english``),
             missing or empty file, line counts that differ, a TSV line without exactly two
             columns, invalid UTF-8 (unless ``skip_invalid``).
+
+    ``dedup`` drops every pair (both sides, after cleaning) that appeared before, counted as
+    ``skipped["duplicate"]``.
         StoreError: ``output`` was written with another tokenizer.
     """
     src_language, tgt_language = parse_language_pair(pair, allow_non_english)
@@ -195,7 +203,7 @@ def prepare_parallel(
         paths = _existing_files([src, tgt], "--src/--tgt")
     else:
         raise DataError(f"parallel corpus {name} needs --src and --tgt files, or one --tsv file")
-    job = _Job("parallel", name, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes)
+    job = _Job("parallel", name, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup)
     job.extra_meta = {"languages": {"src": src_language, "tgt": tgt_language}, "format": "tsv" if tsv else "two files"}
     return job.run(force, show_progress, _write_tsv if tsv is not None else _write_two_files)
 
@@ -231,6 +239,7 @@ class _Stats:
     long_lines: int = 0  # split (mono) or truncated (parallel) for exceeding max_line_tokens
     cut_lines: int = 0  # of those, lines cut into pieces before tokenizing (counted by the reader)
     lines_per_file: dict[Path, int] = field(default_factory=dict)  # kept lines (or pairs) per file
+    text_lines_per_file: dict[Path, int] = field(default_factory=dict)  # mono: non-empty, duplicates too
     counts: dict[str, int] = field(default_factory=dict)
 
 
@@ -247,6 +256,7 @@ class _Job:
         max_line_tokens: int,
         skip_invalid: bool,
         block_bytes: int,
+        dedup: bool = False,
     ):
         if isinstance(max_line_tokens, bool) or not isinstance(max_line_tokens, int) or max_line_tokens < 1:
             raise DataError(f"max_line_tokens={max_line_tokens!r} is invalid; expected an integer >= 1")
@@ -256,9 +266,13 @@ class _Job:
         self.max_line_tokens = max_line_tokens
         self.max_line_chars = LONG_LINE_CHARS_PER_TOKEN * max_line_tokens
         self.skip_invalid = skip_invalid
+        # 16-byte digests of the lines (pairs) kept so far: about 100 bytes of memory each.
+        self.seen: set[bytes] | None = set() if dedup else None
         self.block_bytes = block_bytes
         self.extra_meta: dict[str, Any] = {}
         self.stats = _Stats()
+        if dedup:
+            self.stats.skipped["duplicate"] = 0
         self._sources: list[dict[str, Any]] | None = None
 
     @property
@@ -266,7 +280,21 @@ class _Job:
         return self.root / self.kind / self.name
 
     def options(self) -> dict[str, Any]:
-        return {"max_line_tokens": self.max_line_tokens, "skip_invalid": self.skip_invalid}
+        options = {"max_line_tokens": self.max_line_tokens, "skip_invalid": self.skip_invalid}
+        if self.seen is not None:  # named only when on: stores prepared without it stay up to date
+            options["dedup"] = True
+        return options
+
+    def is_duplicate(self, text: str) -> bool:
+        """With ``dedup``: whether ``text`` was kept before (and remember it); else False."""
+        if self.seen is None:
+            return False
+        key = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+        if key in self.seen:
+            self.stats.skipped["duplicate"] += 1
+            return True
+        self.seen.add(key)
+        return False
 
     def sources(self) -> list[dict[str, Any]]:
         """Resolved path, size and modification time of each input, taken once per job."""
@@ -368,7 +396,7 @@ class _Job:
 
     def check_not_empty(self, path: Path) -> None:
         """A file that gave no line of text is a mistake worth stopping for."""
-        if self.stats.lines_per_file.get(path, 0) == 0:
+        if self.stats.text_lines_per_file.get(path, self.stats.lines_per_file.get(path, 0)) == 0:
             why = " (lines that are not valid UTF-8 were skipped)" if self.skip_invalid else ""
             raise DataError(f"{path}: no non-empty line{why}; expected UTF-8 text, one sentence per line")
 
@@ -432,13 +460,15 @@ def _read_monolingual(job: _Job) -> Iterator[_MonoBlock]:
             whole: list[bool] = []
             lines = clean_lines(block.lines, stats.cleaning)
             block.lines = []  # the cleaned lines replace them
-            kept = chars = 0  # chars: counted only once a line is cut (then blocks are bounded)
+            kept = chars = duplicates = 0  # chars: counted only once a line is cut (then blocks are bounded)
             for line in lines:
                 if line is None:
                     stats.skipped["invalid_utf8"] += 1
                 elif not line:
                     stats.skipped["empty"] += 1
                     starts_document = True
+                elif job.is_duplicate(line):
+                    duplicates += 1  # dropped; a document boundary before it stays pending
                 elif len(line) <= job.max_line_chars:
                     texts.append(line)
                     opens.append(starts_document)
@@ -458,6 +488,7 @@ def _read_monolingual(job: _Job) -> Iterator[_MonoBlock]:
                     line = None
             del lines
             stats.lines_per_file[path] += kept
+            stats.text_lines_per_file[path] = stats.text_lines_per_file.get(path, 0) + kept + duplicates
             yield _MonoBlock(texts, opens, whole, block.bytes_read)
         job.check_not_empty(path)
 
@@ -532,6 +563,8 @@ def _read_pairs(job: _Job, blocks: Iterator[PairBlock]) -> Iterator[tuple[list[s
                 stats.skipped["invalid_utf8"] += 1
             elif not src or not tgt:
                 stats.skipped["empty"] += 1
+            elif job.is_duplicate(src + "\t" + tgt):
+                pass
             else:
                 if len(src) > job.max_line_chars or len(tgt) > job.max_line_chars:
                     # Truncated to max_line_tokens anyway: only the start is tokenized.

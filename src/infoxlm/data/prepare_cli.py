@@ -48,6 +48,11 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
         "--skip-invalid", action="store_true",
         help="skip (and count) lines that are not valid UTF-8 instead of stopping",
     )  # fmt: skip
+    parser.add_argument(
+        "--dedup", action="store_true",
+        help="drop lines (pairs) that appeared before in the input, exactly, after cleaning; "
+        "counted in meta.json as skipped duplicate",
+    )  # fmt: skip
     parser.add_argument("--force", action="store_true", help="prepare again even if the corpus is up to date")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -129,6 +134,7 @@ def run_prepare_mono(args: argparse.Namespace) -> int:
         args.output,
         max_line_tokens=args.max_line_tokens,
         skip_invalid=args.skip_invalid,
+        dedup=args.dedup,
         force=args.force,
         show_progress=not args.no_progress,
     )
@@ -147,6 +153,7 @@ def run_prepare_parallel(args: argparse.Namespace) -> int:
         allow_non_english=args.allow_non_english_pair,
         max_line_tokens=args.max_line_tokens,
         skip_invalid=args.skip_invalid,
+        dedup=args.dedup,
         force=args.force,
         show_progress=not args.no_progress,
     )
