@@ -502,3 +502,47 @@ def test_a_prepare_waits_for_another_prepare_of_the_same_corpus(tmp_path, xlmr):
         again = pool.submit(prepare_monolingual, "de", [path], xlmr, store, show_progress=False).result(timeout=60)
     assert first.up_to_date is False and again.up_to_date is True
     assert sorted(TokenStore.open(store).mono) == ["de", "en", "fr"]
+
+
+def test_inspect_json_checksums_the_token_stream(tmp_path, tiny_model_dir, capsys):
+    from conftest import TINY_TEXT
+
+    lines = TINY_TEXT["de"] + [""] + TINY_TEXT["de"][:2]
+    reports = {}
+    for name in ("de.txt", "de.txt.gz", "de.txt.zst"):
+        path = write_text(tmp_path / name, lines)
+        prepare_monolingual("de", [path], tiny_model_dir, tmp_path / name.replace(".", "-"), show_progress=False,
+                            block_bytes=16)  # fmt: skip
+        assert infoxlm_main(["prepare", "inspect", str(tmp_path / name.replace(".", "-")), "--json"]) == 0
+        reports[name] = json.loads(capsys.readouterr().out)["mono"]["de"]
+    first = reports["de.txt"]
+    assert first["checksum"].startswith("sha256:") and len(first["checksum"]) == 7 + 64
+    assert all(report == first for report in reports.values())
+
+    # Another line, or the same lines in other documents, give another checksum.
+    other = write_text(tmp_path / "other.txt", TINY_TEXT["de"] + TINY_TEXT["de"][:2])
+    prepare_monolingual("de", [other], tiny_model_dir, tmp_path / "other", show_progress=False)
+    report = store_report(tmp_path / "other", checksums=True)["mono"]["de"]
+    assert report["tokens"] == first["tokens"] and report["checksum"] != first["checksum"]
+
+
+def test_dedup_drops_repeated_lines_and_counts_them(tmp_path, tiny_model_dir, capsys):
+    from conftest import TINY_TEXT
+
+    a, b, c = TINY_TEXT["de"]
+    first = write_text(tmp_path / "one.txt", [a, b, a, "", a, c])
+    second = write_text(tmp_path / "two.txt", [b, c])  # only lines seen before: not an error
+    result = prepare_monolingual("de", [first, second], tiny_model_dir, tmp_path / "s", dedup=True,
+                                 show_progress=False)  # fmt: skip
+    assert result.meta["skipped"]["duplicate"] == 4 and result.meta["options"]["dedup"] is True
+    corpus = TokenStore.open(tmp_path / "s").mono["de"]
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    assert decoded_lines(tokenizer, corpus.lines) == [a, b, c]
+    assert corpus.num_documents == 2  # [a, b] and, after the blank line, [c]
+    plain = prepare_monolingual("de", [first, second], tiny_model_dir, tmp_path / "p", show_progress=False)
+    assert "duplicate" not in plain.meta["skipped"] and "dedup" not in plain.meta["options"]
+
+    pairs = write_text(tmp_path / "p.tsv", [f"{a}\tx", f"{a}\ty", f"{a}\tx"])
+    code = infoxlm_main(["prepare", "parallel", "--pair", "en-de", "--tsv", str(pairs), "--tokenizer",
+                         str(tiny_model_dir), "--output", str(tmp_path / "q"), "--dedup", "--no-progress"])  # fmt: skip
+    assert code == 0 and "skipped duplicate 1" in capsys.readouterr().out

@@ -108,8 +108,12 @@ def test_unreadable_inputs(tmp_path):
     truncated = tmp_path / "cut.txt.gz"
     text = "".join(f"line {i * 7919 % 10007}\n" for i in range(5000)).encode()
     truncated.write_bytes(gzip.compress(text)[:2000])
-    with pytest.raises(DataError, match=r"cut\.txt\.gz:1: cannot read .*expected an intact file"):
+    with pytest.raises(DataError, match=r"cut\.txt\.gz: truncated: .*expected a complete \.gz file"):
         list(iter_lines(truncated))
+    damaged = tmp_path / "bad.txt.gz"
+    damaged.write_bytes(b"this is not gzip data\n")
+    with pytest.raises(DataError, match=r"bad\.txt\.gz:1: cannot read .*expected an intact file"):
+        list(iter_lines(damaged))
 
 
 def test_counting_helpers(tmp_path):

@@ -10,10 +10,17 @@ Two entry points, one per kind of corpus (the command line calls them):
 The pipeline streams: blocks of ~2 MiB of text are read (:mod:`~infoxlm.data.text_files`),
 cleaned (:mod:`~infoxlm.data.cleaning`), tokenized in one ``encode_batch`` call (which the
 ``tokenizers`` library spreads over all cores) and appended to the corpus files, so memory
-does not grow with the input. A corpus is written by :class:`~infoxlm.data.store.CorpusWriter`
-into a ``.partial-*`` directory that becomes the corpus only when complete; any error (bad
-input found half-way, Ctrl-C) removes it, and a store that this call created is removed
-again if it ends up holding no corpus.
+does not grow with the input. A line longer than ``LONG_LINE_CHARS_PER_TOKEN`` characters per
+allowed token (8,192 characters at the default 512) is cut at spaces into pieces of at most
+that many characters before it is tokenized, so one huge line costs no more memory than the
+same text as many lines; shorter lines are tokenized whole.
+
+A corpus is written by :class:`~infoxlm.data.store.CorpusWriter` into a ``.partial-*``
+directory that becomes the corpus only when complete. Everything a call creates on disk (the
+store, its parents, ``store.json``, the ``tokenizer/`` copy, the partial corpus) is recorded
+in one :class:`~infoxlm.data.created_paths.CreatedPaths`, which takes it all back if the call
+fails for any reason (bad input found half-way, a full disk, no permission, Ctrl-C); a store
+that other corpora have joined meanwhile is kept.
 
 Re-running is cheap: meta.json records a fingerprint of the inputs (resolved paths, sizes,
 modification times), the options and the tokenizer; when it matches, nothing is done.
@@ -31,9 +38,9 @@ import hashlib
 import itertools
 import json
 import os
-import shutil
 import sys
 import time
+import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -46,11 +53,11 @@ from tqdm import tqdm
 
 from infoxlm.version import __version__
 from infoxlm.data.cleaning import CleaningCounts, clean_lines
+from infoxlm.data.created_paths import CreatedPaths
 from infoxlm.data.languages import canonical_language, language_name, parse_language_pair
 from infoxlm.data.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
 from infoxlm.data.prefetch import prefetch
 from infoxlm.data.store import (
-    LOCKS_DIR,
     OFFSET_DTYPE,
     TOKEN_DTYPE,
     CorpusWriter,
@@ -66,11 +73,21 @@ from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, iter_line_blocks
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer
 
-__all__ = ["DEFAULT_MAX_LINE_TOKENS", "PrepareResult", "prepare_monolingual", "prepare_parallel"]
+__all__ = [
+    "DEFAULT_MAX_LINE_TOKENS",
+    "LONG_LINE_CHARS_PER_TOKEN",
+    "PrepareResult",
+    "prepare_monolingual",
+    "prepare_parallel",
+]
 
 PathLike = str | Path
 
 DEFAULT_MAX_LINE_TOKENS = 512
+# A line of more than this many characters per allowed token is cut into pieces of at most
+# that many characters before tokenizing. No piece of an XLM-R vocabulary is longer than 16
+# characters, so such a line has more tokens than allowed and would be split anyway.
+LONG_LINE_CHARS_PER_TOKEN = 16
 # Part of every input fingerprint: bump it when cleaning or tokenizing changes, so that
 # stores prepared by an older version are no longer "up to date".
 PREPARE_VERSION = 1
@@ -115,6 +132,7 @@ def prepare_monolingual(
     *,
     max_line_tokens: int = DEFAULT_MAX_LINE_TOKENS,
     skip_invalid: bool = False,
+    dedup: bool = False,
     force: bool = False,
     show_progress: bool = True,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
@@ -123,16 +141,21 @@ def prepare_monolingual(
 
     Each file holds one sentence or paragraph per line; a blank line (after cleaning) ends
     a document, and so does the end of a file. Lines with more than ``max_line_tokens``
-    tokens are split into consecutive lines of at most that many, in the same document.
+    tokens are split into consecutive lines of at most that many, in the same document (a
+    line of more than ``LONG_LINE_CHARS_PER_TOKEN * max_line_tokens`` characters is first
+    cut at spaces into pieces of at most that many characters, tokenized one by one).
 
     Raises:
         DataError: unknown language code, missing or empty file, invalid UTF-8 (unless
             ``skip_invalid``: such lines are then skipped and counted).
+
+    ``dedup`` drops every line (after cleaning) that appeared before in these inputs,
+    counted as ``skipped["duplicate"]``.
         StoreError: ``output`` was written with another tokenizer.
     """
     language = canonical_language(language)
     paths = _existing_files(inputs, "--input")
-    job = _Job("mono", language, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes)
+    job = _Job("mono", language, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup)
     job.extra_meta = {"language": language, "language_name": language_name(language)}
     return job.run(force, show_progress, _write_monolingual)
 
@@ -148,6 +171,7 @@ def prepare_parallel(
     allow_non_english: bool = False,
     max_line_tokens: int = DEFAULT_MAX_LINE_TOKENS,
     skip_invalid: bool = False,
+    dedup: bool = False,
     force: bool = False,
     show_progress: bool = True,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
@@ -156,12 +180,17 @@ def prepare_parallel(
 
     Give either ``src`` and ``tgt`` (line i of one translates line i of the other) or
     ``tsv`` (``source<TAB>target`` per line). A pair is skipped (and counted) when either
-    side is empty after cleaning; sides longer than ``max_line_tokens`` are truncated.
+    side is empty after cleaning; sides longer than ``max_line_tokens`` are truncated (a side
+    of more than ``LONG_LINE_CHARS_PER_TOKEN * max_line_tokens`` characters is first cut to
+    that many at a space, so a huge side is never tokenized whole).
 
     Raises:
         DataError: bad pair (unknown code, no English side unless ``allow_non_english``),
             missing or empty file, line counts that differ, a TSV line without exactly two
             columns, invalid UTF-8 (unless ``skip_invalid``).
+
+    ``dedup`` drops every pair (both sides, after cleaning) that appeared before, counted as
+    ``skipped["duplicate"]``.
         StoreError: ``output`` was written with another tokenizer.
     """
     src_language, tgt_language = parse_language_pair(pair, allow_non_english)
@@ -174,7 +203,7 @@ def prepare_parallel(
         paths = _existing_files([src, tgt], "--src/--tgt")
     else:
         raise DataError(f"parallel corpus {name} needs --src and --tgt files, or one --tsv file")
-    job = _Job("parallel", name, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes)
+    job = _Job("parallel", name, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup)
     job.extra_meta = {"languages": {"src": src_language, "tgt": tgt_language}, "format": "tsv" if tsv else "two files"}
     return job.run(force, show_progress, _write_tsv if tsv is not None else _write_two_files)
 
@@ -208,7 +237,9 @@ class _Stats:
     )
     cleaning: CleaningCounts = field(default_factory=CleaningCounts)
     long_lines: int = 0  # split (mono) or truncated (parallel) for exceeding max_line_tokens
+    cut_lines: int = 0  # of those, lines cut into pieces before tokenizing (counted by the reader)
     lines_per_file: dict[Path, int] = field(default_factory=dict)  # kept lines (or pairs) per file
+    text_lines_per_file: dict[Path, int] = field(default_factory=dict)  # mono: non-empty, duplicates too
     counts: dict[str, int] = field(default_factory=dict)
 
 
@@ -225,6 +256,7 @@ class _Job:
         max_line_tokens: int,
         skip_invalid: bool,
         block_bytes: int,
+        dedup: bool = False,
     ):
         if isinstance(max_line_tokens, bool) or not isinstance(max_line_tokens, int) or max_line_tokens < 1:
             raise DataError(f"max_line_tokens={max_line_tokens!r} is invalid; expected an integer >= 1")
@@ -232,10 +264,15 @@ class _Job:
         self.tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.from_pretrained(tokenizer)
         self.root = Path(output)
         self.max_line_tokens = max_line_tokens
+        self.max_line_chars = LONG_LINE_CHARS_PER_TOKEN * max_line_tokens
         self.skip_invalid = skip_invalid
+        # 16-byte digests of the lines (pairs) kept so far: about 100 bytes of memory each.
+        self.seen: set[bytes] | None = set() if dedup else None
         self.block_bytes = block_bytes
         self.extra_meta: dict[str, Any] = {}
         self.stats = _Stats()
+        if dedup:
+            self.stats.skipped["duplicate"] = 0
         self._sources: list[dict[str, Any]] | None = None
 
     @property
@@ -243,7 +280,21 @@ class _Job:
         return self.root / self.kind / self.name
 
     def options(self) -> dict[str, Any]:
-        return {"max_line_tokens": self.max_line_tokens, "skip_invalid": self.skip_invalid}
+        options = {"max_line_tokens": self.max_line_tokens, "skip_invalid": self.skip_invalid}
+        if self.seen is not None:  # named only when on: stores prepared without it stay up to date
+            options["dedup"] = True
+        return options
+
+    def is_duplicate(self, text: str) -> bool:
+        """With ``dedup``: whether ``text`` was kept before (and remember it); else False."""
+        if self.seen is None:
+            return False
+        key = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+        if key in self.seen:
+            self.stats.skipped["duplicate"] += 1
+            return True
+        self.seen.add(key)
+        return False
 
     def sources(self) -> list[dict[str, Any]]:
         """Resolved path, size and modification time of each input, taken once per job."""
@@ -288,8 +339,9 @@ class _Job:
         # "true" also keeps it on in a forked child, where it would otherwise switch off.
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
         fingerprint = self.input_fingerprint()
-        created = TokenStore.ensure(self.root, self.tokenizer.identity())
-        try:
+        # Everything made below is taken back if anything fails before the corpus is in place.
+        with CreatedPaths(self.root) as created:
+            TokenStore.ensure(self.root, self.tokenizer.identity(), self.tokenizer.save_pretrained, created)
             with corpus_lock(self.root, self.kind, self.name):
                 remove_stale_partials(self.root)
                 if not force:
@@ -298,6 +350,7 @@ class _Job:
                         return PrepareResult(self.kind, self.name, self.corpus_path, meta, up_to_date=True)
                 started = time.monotonic()
                 total_bytes = sum(source["bytes"] for source in self.sources())
+                created.mkdir(self.root / self.kind)
                 with tqdm(
                     total=total_bytes,
                     unit="B",
@@ -309,30 +362,16 @@ class _Job:
                     mininterval=0.5,
                     dynamic_ncols=True,
                 ) as progress, CorpusWriter(self.root, self.kind, self.name) as writer:
+                    created.tree(writer.tmp)
                     write(self, writer, progress)
                     meta = self.meta(fingerprint, time.monotonic() - started)
                     path = writer.commit(meta)
-                self.keep_tokenizer_copy()
                 return PrepareResult(self.kind, self.name, path, meta)
-        except BaseException:
-            if created:
-                _remove_store_if_empty(self.root)
-            raise
-
-    def keep_tokenizer_copy(self) -> None:
-        """STORE/tokenizer: the store's tokenizer travels with it (pre-training exports it)."""
-        target = self.root / "tokenizer"
-        if target.is_dir():
-            return
-        tmp = self.root / f".tokenizer-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        self.tokenizer.save_pretrained(tmp)
-        os.replace(tmp, target)
 
     def meta(self, fingerprint: str, seconds: float) -> dict[str, Any]:
         stats = self.stats
         changed = {"nfc": stats.cleaning.nfc, "control_characters": stats.cleaning.control_characters}
-        changed["split_long" if self.kind == "mono" else "truncated_long"] = stats.long_lines
+        changed["split_long" if self.kind == "mono" else "truncated_long"] = stats.long_lines + stats.cut_lines
         return {
             "kind": self.kind,
             "name": self.name,
@@ -357,26 +396,34 @@ class _Job:
 
     def check_not_empty(self, path: Path) -> None:
         """A file that gave no line of text is a mistake worth stopping for."""
-        if self.stats.lines_per_file.get(path, 0) == 0:
+        if self.stats.text_lines_per_file.get(path, self.stats.lines_per_file.get(path, 0)) == 0:
             why = " (lines that are not valid UTF-8 were skipped)" if self.skip_invalid else ""
             raise DataError(f"{path}: no non-empty line{why}; expected UTF-8 text, one sentence per line")
 
 
-def _remove_store_if_empty(root: Path) -> None:
-    """Undo the creation of a store that did not get a single corpus."""
-    for kind in ("mono", "parallel"):
-        folder = root / kind
-        if folder.is_dir() and any(folder.iterdir()):
-            return  # another corpus (or another process's partial) is there: keep the store
-    for kind in ("mono", "parallel"):
-        if (root / kind).is_dir():
-            (root / kind).rmdir()
-    (root / "store.json").unlink(missing_ok=True)
-    shutil.rmtree(root / LOCKS_DIR, ignore_errors=True)
-    try:
-        root.rmdir()
-    except OSError:
-        pass  # the user's own files are in it
+def cut_long_line(text: str, max_chars: int) -> list[str]:
+    """``text`` in pieces of at most ``max_chars`` characters, cut at a space where one is in
+    the second half of a piece (the space is dropped), else before a character that is not a
+    combining mark. Pieces that hold only spaces are left out.
+
+    >>> cut_long_line("aaaa bbbb cc", 6)
+    ['aaaa', 'bbbb', 'cc']
+    """
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > max_chars:
+        end = start + max_chars
+        space = text.rfind(" ", start + max_chars // 2, end + 1)
+        if space > start:
+            pieces.append(text[start:space])
+            start = space + 1
+            continue
+        while end > start + 1 and unicodedata.combining(text[end]):
+            end -= 1  # keep a base character with its marks
+        pieces.append(text[start:end])
+        start = end
+    pieces.append(text[start:])
+    return [piece for piece in pieces if piece.strip()]
 
 
 def _flatten(pieces: list[list[int]], total: int) -> np.ndarray:
@@ -391,10 +438,12 @@ def _flatten(pieces: list[list[int]], total: int) -> np.ndarray:
 
 @dataclass
 class _MonoBlock:
-    """Cleaned, non-empty lines of one block; ``opens[i]``: ``texts[i]`` follows a boundary."""
+    """Cleaned, non-empty lines of one block; ``opens[i]``: ``texts[i]`` follows a boundary;
+    ``whole[i]``: ``texts[i]`` is a whole line, not a piece of a line cut for its length."""
 
     texts: list[str]
     opens: list[bool]
+    whole: list[bool]
     bytes_read: int
 
 
@@ -408,18 +457,39 @@ def _read_monolingual(job: _Job) -> Iterator[_MonoBlock]:
             stats.input_lines += len(block.lines)
             texts: list[str] = []
             opens: list[bool] = []
-            for line in clean_lines(block.lines, stats.cleaning):
+            whole: list[bool] = []
+            lines = clean_lines(block.lines, stats.cleaning)
+            block.lines = []  # the cleaned lines replace them
+            kept = chars = duplicates = 0  # chars: counted only once a line is cut (then blocks are bounded)
+            for line in lines:
                 if line is None:
                     stats.skipped["invalid_utf8"] += 1
                 elif not line:
                     stats.skipped["empty"] += 1
                     starts_document = True
-                else:
+                elif job.is_duplicate(line):
+                    duplicates += 1  # dropped; a document boundary before it stays pending
+                elif len(line) <= job.max_line_chars:
                     texts.append(line)
                     opens.append(starts_document)
-                    starts_document = False
-            stats.lines_per_file[path] += len(texts)
-            yield _MonoBlock(texts, opens, block.bytes_read)
+                    whole.append(True)
+                    starts_document, kept = False, kept + 1
+                else:  # tokenized piece by piece: memory stays that of ordinary lines
+                    stats.cut_lines += 1
+                    kept += 1
+                    for piece in cut_long_line(line, job.max_line_chars):
+                        if chars >= job.block_bytes:  # a block's worth of text: hand it on
+                            yield _MonoBlock(texts, opens, whole, 0)
+                            texts, opens, whole, chars = [], [], [], 0
+                        texts.append(piece)
+                        opens.append(starts_document)
+                        whole.append(False)
+                        starts_document, chars = False, chars + len(piece)
+                    line = None
+            del lines
+            stats.lines_per_file[path] += kept
+            stats.text_lines_per_file[path] = stats.text_lines_per_file.get(path, 0) + kept + duplicates
+            yield _MonoBlock(texts, opens, whole, block.bytes_read)
         job.check_not_empty(path)
 
 
@@ -442,7 +512,7 @@ def _write_monolingual_blocks(
     for block, token_lists in encoded:
         pieces: list[list[int]] = []
         doc_starts: list[int] = []  # indices of lines that begin a document
-        for ids, opens_document in zip(token_lists, block.opens):
+        for ids, opens_document, whole in zip(token_lists, block.opens, block.whole):
             pending_start |= opens_document
             if not ids:  # e.g. only characters the tokenizer's normaliser drops
                 stats.skipped["no_tokens"] += 1
@@ -453,7 +523,7 @@ def _write_monolingual_blocks(
             if len(ids) <= limit:
                 pieces.append(ids)
             else:  # too long for one training sequence: consecutive pieces, same document
-                stats.long_lines += 1
+                stats.long_lines += whole  # a piece of a cut line was counted when it was cut
                 pieces.extend(ids[start : start + limit] for start in range(0, len(ids), limit))
         lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         block_tokens = int(lengths.sum())
@@ -493,7 +563,12 @@ def _read_pairs(job: _Job, blocks: Iterator[PairBlock]) -> Iterator[tuple[list[s
                 stats.skipped["invalid_utf8"] += 1
             elif not src or not tgt:
                 stats.skipped["empty"] += 1
+            elif job.is_duplicate(src + "\t" + tgt):
+                pass
             else:
+                if len(src) > job.max_line_chars or len(tgt) > job.max_line_chars:
+                    # Truncated to max_line_tokens anyway: only the start is tokenized.
+                    src, tgt = (_first_chars(side, job.max_line_chars) for side in (src, tgt))
                 kept_src.append(src)
                 kept_tgt.append(tgt)
         if two_files:
@@ -504,6 +579,14 @@ def _read_pairs(job: _Job, blocks: Iterator[PairBlock]) -> Iterator[tuple[list[s
         yield kept_src, kept_tgt, block.bytes_read
     for path in job.paths:
         job.check_not_empty(path)
+
+
+def _first_chars(text: str, max_chars: int) -> str:
+    """The first piece :func:`cut_long_line` would make of ``text`` (all of it if short)."""
+    if len(text) <= max_chars:
+        return text
+    pieces = cut_long_line(text[: 2 * max_chars], max_chars)
+    return pieces[0] if pieces else text[:max_chars]
 
 
 def _write_pairs(job: _Job, writer: CorpusWriter, progress: tqdm, blocks: Iterator[PairBlock]) -> None:

@@ -48,6 +48,11 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
         "--skip-invalid", action="store_true",
         help="skip (and count) lines that are not valid UTF-8 instead of stopping",
     )  # fmt: skip
+    parser.add_argument(
+        "--dedup", action="store_true",
+        help="drop lines (pairs) that appeared before in the input, exactly, after cleaning; "
+        "counted in meta.json as skipped duplicate",
+    )  # fmt: skip
     parser.add_argument("--force", action="store_true", help="prepare again even if the corpus is up to date")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -108,7 +113,11 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
         "--alpha", type=float, default=DEFAULT_ALPHA,
         help=f"sampling exponent in (0, 1] (default: {DEFAULT_ALPHA})",
     )  # fmt: skip
-    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument(
+        "--json", action="store_true",
+        help="print the report as JSON, with each corpus's checksum (sha256 of its token ids and "
+        "line and document offsets; reads the whole store)",
+    )  # fmt: skip
     inspect.add_argument(
         "--check-token-ids", action="store_true",
         help="also read every token and check it is inside the vocabulary (reads the whole store)",
@@ -125,6 +134,7 @@ def run_prepare_mono(args: argparse.Namespace) -> int:
         args.output,
         max_line_tokens=args.max_line_tokens,
         skip_invalid=args.skip_invalid,
+        dedup=args.dedup,
         force=args.force,
         show_progress=not args.no_progress,
     )
@@ -143,6 +153,7 @@ def run_prepare_parallel(args: argparse.Namespace) -> int:
         allow_non_english=args.allow_non_english_pair,
         max_line_tokens=args.max_line_tokens,
         skip_invalid=args.skip_invalid,
+        dedup=args.dedup,
         force=args.force,
         show_progress=not args.no_progress,
     )
@@ -151,7 +162,7 @@ def run_prepare_parallel(args: argparse.Namespace) -> int:
 
 
 def run_prepare_inspect(args: argparse.Namespace) -> int:
-    report = store_report(args.store, alpha=args.alpha, check_token_ids=args.check_token_ids)
+    report = store_report(args.store, alpha=args.alpha, check_token_ids=args.check_token_ids, checksums=args.json)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:

@@ -18,8 +18,12 @@ One store holds any number of monolingual corpora (one per language) and paralle
 
 A corpus is written into a hidden temporary directory and renamed into place only once it is
 complete (``meta.json`` included), so an interrupted prepare never leaves a corpus that looks
-whole; what it leaves is a ``.partial-*`` directory that ``TokenStore.partial_corpora()`` lists
-and the next prepare removes. Token ids are little-endian uint32; offsets little-endian int64.
+whole; a process killed outright leaves a ``.partial-*`` directory that
+``TokenStore.partial_corpora()`` lists and the next prepare removes. A new store gets its
+``tokenizer/`` copy before ``store.json``, so a directory with ``store.json`` always has it
+(a store from an older version that lacks it is completed by the next prepare, and
+``infoxlm prepare inspect`` calls it incomplete until then). Token ids are little-endian
+uint32; offsets little-endian int64.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from ..errors import InfoXLMError
+from .created_paths import CreatedPaths, naming
 
 STORE_FORMAT = "infoxlm-token-store"
 STORE_VERSION = 1
@@ -42,6 +47,7 @@ TOKEN_DTYPE = np.dtype("<u4")
 OFFSET_DTYPE = np.dtype("<i8")
 PARTIAL_PREFIX = ".partial-"
 LOCKS_DIR = ".locks"  # STORE/.locks/KIND-NAME: one empty lock file per corpus ever prepared
+TOKENIZER_DIR = "tokenizer"  # STORE/tokenizer: a copy of the store's tokenizer
 
 
 class StoreError(InfoXLMError):
@@ -59,8 +65,13 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with naming(tmp):
+            tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _memmap(path: Path, dtype: np.dtype) -> np.ndarray:
@@ -272,14 +283,25 @@ class TokenStore:
         return cls(root, cls.read_info(root))
 
     @classmethod
-    def ensure(cls, root: str | Path, tokenizer_identity: dict[str, Any]) -> bool:
+    def ensure(
+        cls,
+        root: str | Path,
+        tokenizer_identity: dict[str, Any],
+        write_tokenizer: Callable[[Path], Any] | None = None,
+        created: CreatedPaths | None = None,
+    ) -> bool:
         """Make ``root`` a store for this tokenizer without opening its corpora.
+
+        ``write_tokenizer(directory)`` saves the tokenizer; given, the store gets its
+        ``tokenizer/`` copy before ``store.json`` (a store missing it gets it now). What is
+        created is recorded in ``created`` so that a failing command can take it back.
 
         Returns True if the store was created now. Raises StoreError if it exists and was
         written with a different tokenizer. Unlike :meth:`create_or_open` a damaged corpus
         in the store does not get in the way (prepare replaces it).
         """
         root = Path(root)
+        created = created if created is not None else CreatedPaths(root)  # kept by no one: nothing undone
         if (root / "store.json").is_file():
             theirs = cls.read_info(root).get("tokenizer", {}).get("fingerprint")
             if theirs != tokenizer_identity["fingerprint"]:
@@ -287,14 +309,28 @@ class TokenStore:
                     f"{root}: written with tokenizer {theirs[:12] if theirs else None}…, but this tokenizer is "
                     f"{tokenizer_identity['fingerprint'][:12]}…; use the store's tokenizer or a new --output"
                 )
+            if write_tokenizer is not None:  # a store of an older version may lack it: complete it
+                with CreatedPaths(root) as files:
+                    _install_tokenizer(root, write_tokenizer, files)
             return False
         if root.exists() and not root.is_dir():
             raise StoreError(f"{root}: exists and is not a directory; expected a token store directory")
-        root.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(
-            root / "store.json",
-            {"format": STORE_FORMAT, "version": STORE_VERSION, "tokenizer": tokenizer_identity},
-        )
+        for parent in root.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise StoreError(f"{root}: {parent} is a file, not a directory; expected a directory path")
+                break
+        created.mkdir(root)
+        with CreatedPaths(root) as files:  # undone at once if the store cannot be completed
+            if write_tokenizer is not None:
+                _install_tokenizer(root, write_tokenizer, files)
+            files.tree(root / "store.json")
+            write_json_atomic(
+                root / "store.json",
+                {"format": STORE_FORMAT, "version": STORE_VERSION, "tokenizer": tokenizer_identity},
+            )
+        # Later, other processes may add corpora to this store: take it back only while unused.
+        created.on_failure(lambda: remove_store_if_unused(root))
         return True
 
     @classmethod
@@ -338,6 +374,43 @@ class TokenStore:
     @property
     def vocab_size(self) -> int:
         return int(self.info["tokenizer"]["vocab_size"])
+
+
+def _install_tokenizer(root: Path, write_tokenizer: Callable[[Path], Any], created: CreatedPaths) -> None:
+    """Write ``root/tokenizer`` unless it is there: into a temporary directory, then renamed."""
+    target = root / TOKENIZER_DIR
+    if target.is_dir():
+        return
+    tmp = root / f".{TOKENIZER_DIR}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    created.tree(tmp)
+    with naming(tmp):
+        write_tokenizer(tmp)
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        if not target.is_dir():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)  # another prepare of this store was faster
+    created.tree(target)
+
+
+def remove_store_if_unused(root: Path) -> None:
+    """Undo the creation of a store that holds no corpus (complete or being written)."""
+    for kind in ("mono", "parallel"):
+        folder = root / kind
+        if folder.is_dir() and any(folder.iterdir()):
+            return  # another corpus (or another process's partial) is there: keep the store
+    for kind in ("mono", "parallel"):
+        if (root / kind).is_dir():
+            (root / kind).rmdir()
+    (root / "store.json").unlink(missing_ok=True)
+    shutil.rmtree(root / TOKENIZER_DIR, ignore_errors=True)
+    shutil.rmtree(root / LOCKS_DIR, ignore_errors=True)
+    try:
+        root.rmdir()
+    except OSError:
+        pass  # the user's own files are in it
 
 
 def partial_corpus_dirs(root: str | Path) -> list[Path]:
@@ -418,15 +491,17 @@ class CorpusWriter:
 
     def append(self, file_name: str, array: np.ndarray, dtype: np.dtype) -> None:
         """Append values to one of the corpus's binary files (created on first use)."""
-        if file_name not in self._files:
-            self._files[file_name] = open(self.tmp / file_name, "wb")
-        self._files[file_name].write(np.ascontiguousarray(array, dtype=dtype).tobytes())
+        with naming(self.tmp / file_name):  # a failed write (ENOSPC) names the file
+            if file_name not in self._files:
+                self._files[file_name] = open(self.tmp / file_name, "wb")
+            self._files[file_name].write(np.ascontiguousarray(array, dtype=dtype).tobytes())
 
     def commit(self, meta: dict[str, Any]) -> Path:
-        for f in self._files.values():
-            f.flush()
-            os.fsync(f.fileno())
-            f.close()
+        for name, f in list(self._files.items()):
+            with naming(self.tmp / name):
+                f.flush()
+                os.fsync(f.fileno())
+                f.close()
         self._files.clear()
         write_json_atomic(self.tmp / "meta.json", meta)
         # Swap in the complete corpus; the old one (if any) is removed only after.
@@ -441,7 +516,10 @@ class CorpusWriter:
 
     def abort(self) -> None:
         for f in self._files.values():
-            f.close()
+            try:
+                f.close()
+            except OSError:  # closing flushes, which fails again on a full disk
+                pass
         self._files.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
         try:  # the mono/ or parallel/ folder too, if this corpus would have been its first

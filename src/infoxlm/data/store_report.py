@@ -6,31 +6,58 @@ so probabilities are computed per pool with XLM-R's smoothing, n counted in toke
     p_l ∝ (n_l / n) ** alpha        (alpha = 0.7 by default, as for XLM-R's training data)
 
 where n_l is the number of tokens of language l (of both sides, for a pair). The report is
-produced only for a complete store: a missing ``store.json``, no corpus at all, a
-``.partial-*`` leftover of an interrupted prepare or a damaged corpus raise
-:class:`~infoxlm.data.store.StoreError` instead.
+produced only for a complete store: a missing ``store.json``, no corpus at all, no
+``tokenizer/`` copy, a ``.partial-*`` leftover of an interrupted prepare or a damaged corpus
+raise :class:`~infoxlm.data.store.StoreError` instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from infoxlm.data.sampling import language_probabilities
-from infoxlm.data.store import StoreError, TokenStore
+from infoxlm.data.store import TOKENIZER_DIR, MonoCorpus, ParallelCorpus, StoreError, TokenStore
 from infoxlm.errors import DataError
 
-__all__ = ["DEFAULT_ALPHA", "format_report", "store_report"]
+__all__ = ["DEFAULT_ALPHA", "corpus_checksum", "format_report", "store_report"]
 
 DEFAULT_ALPHA = 0.7
 
 
-def store_report(root: str | Path, alpha: float = DEFAULT_ALPHA, check_token_ids: bool = False) -> dict[str, Any]:
+def corpus_checksum(corpus: MonoCorpus | ParallelCorpus) -> str:
+    """``sha256:HEX`` over a corpus's token ids and its line (and document) offsets.
+
+    Equal for two corpora exactly when they hold the same tokens in the same lines and
+    documents, however they were prepared (input format, compression, block size). Reads
+    every token once.
+    """
+    digest = hashlib.sha256()
+    if isinstance(corpus, MonoCorpus):
+        arrays = [corpus.lines.tokens, corpus.lines.offsets, corpus.doc_offsets]
+    else:
+        arrays = [corpus.src.tokens, corpus.src.offsets, corpus.tgt.tokens, corpus.tgt.offsets]
+    for array in arrays:
+        digest.update(len(array).to_bytes(8, "little"))  # where one array ends and the next begins
+        step = 1 << 24
+        for start in range(0, len(array), step):
+            digest.update(memoryview(np.ascontiguousarray(array[start : start + step])).cast("B"))
+    return "sha256:" + digest.hexdigest()
+
+
+def store_report(
+    root: str | Path, alpha: float = DEFAULT_ALPHA, check_token_ids: bool = False, checksums: bool = False
+) -> dict[str, Any]:
     """Counts per corpus and the sampling probabilities, as a JSON-serialisable dict.
 
+    ``checksums`` adds each corpus's :func:`corpus_checksum` (reads the whole store).
+
     Raises:
-        StoreError: not a store, no corpora, leftovers of an interrupted prepare, or a
+        StoreError: not a store, no corpora, no tokenizer copy, leftovers of an interrupted prepare, or a
             damaged corpus (offsets that do not match the token file, counts that disagree
             with meta.json, token ids outside the vocabulary if ``check_token_ids``).
         DataError: ``alpha`` outside (0, 1].
@@ -41,6 +68,11 @@ def store_report(root: str | Path, alpha: float = DEFAULT_ALPHA, check_token_ids
     store.verify(check_token_ids=check_token_ids)
     if not store.mono and not store.parallel:
         raise StoreError(f"{store.root}: holds no corpus yet; add one with `infoxlm prepare mono` or `parallel`")
+    if not (store.root / TOKENIZER_DIR).is_dir():
+        raise StoreError(
+            f"{store.root}: incomplete: no {TOKENIZER_DIR}/ copy of the store's tokenizer (a prepare stopped "
+            "before writing it); run any `infoxlm prepare` into this store again to complete it"
+        )
 
     mono = {
         language: {
@@ -48,6 +80,7 @@ def store_report(root: str | Path, alpha: float = DEFAULT_ALPHA, check_token_ids
             "documents": corpus.num_documents,
             "tokens": corpus.num_tokens,
             "skipped": corpus.meta.get("skipped", {}),
+            **({"checksum": corpus_checksum(corpus)} if checksums else {}),
         }
         for language, corpus in store.mono.items()
     }
@@ -58,6 +91,7 @@ def store_report(root: str | Path, alpha: float = DEFAULT_ALPHA, check_token_ids
             "tgt_tokens": corpus.tgt.num_tokens,
             "tokens": corpus.num_tokens,
             "skipped": corpus.meta.get("skipped", {}),
+            **({"checksum": corpus_checksum(corpus)} if checksums else {}),
         }
         for pair, corpus in store.parallel.items()
     }

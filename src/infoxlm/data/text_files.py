@@ -3,7 +3,9 @@
 One implementation serves every reader of raw text (tokenizer training, ``infoxlm prepare``):
 
 * compression is recognised by suffix: ``.gz``, ``.xz`` / ``.lzma``, ``.bz2`` and ``.zst``
-  (Zstandard, through the ``zstandard`` package) are decompressed while streaming;
+  (Zstandard, through the ``zstandard`` package) are decompressed while streaming; a
+  compressed stream that stops before its end marker (a download or copy cut short) is an
+  error, ``FILE: truncated …``, never a shorter text;
 * a line ends at ``\\n``; a ``\\r`` before it is dropped, and a UTF-8 byte-order mark at the
   start of the file is not text;
 * invalid UTF-8 is reported as ``FILE:LINE: invalid UTF-8 at byte N (0xHH)`` with N counted
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import unicodedata
 import zlib
@@ -44,6 +47,7 @@ from infoxlm.errors import DataError
 
 __all__ = [
     "COMPRESSION_SUFFIXES",
+    "read_decompressed",
     "DEFAULT_BLOCK_BYTES",
     "LineBlock",
     "count_all_lines",
@@ -62,13 +66,64 @@ DEFAULT_BLOCK_BYTES = 2 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 
 
+class _ZstdStream(io.RawIOBase):
+    """Decompressed bytes of a Zstandard file that has one or more frames.
+
+    ``zstandard``'s own stream reader returns end-of-file where the data stops, also in the
+    middle of a frame, so a truncated file would read as a shorter text. This reader feeds
+    the file to one decompressor per frame and raises ``EOFError`` (as ``gzip``, ``lzma``
+    and ``bz2`` do) when the file ends inside a frame.
+    """
+
+    _CHUNK = 1 << 17  # compressed bytes per read from the file
+
+    def __init__(self, raw: IO[bytes], zstandard):
+        super().__init__()
+        self._raw = raw
+        self._decompressor = zstandard.ZstdDecompressor()
+        self._frame = None  # the decompressor of the frame being read, None between frames
+        self._pending = bytearray()  # decompressed, not yet returned
+
+    def readable(self) -> bool:
+        return True
+
+    def _feed(self, data: bytes) -> None:
+        while data:
+            if self._frame is None:
+                self._frame = self._decompressor.decompressobj()
+            self._pending += self._frame.decompress(data)
+            if not self._frame.eof:
+                return
+            # A frame ended; what follows it belongs to the next one (concatenated files).
+            data, self._frame = self._frame.unused_data, None
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._pending) < size:
+            data = self._raw.read(self._CHUNK)
+            if not data:
+                if self._frame is not None:
+                    raise EOFError("the Zstandard frame ends before its end")
+                break
+            self._feed(data)
+        if size < 0 or size >= len(self._pending):
+            out, self._pending = bytes(self._pending), bytearray()
+        else:
+            out = bytes(self._pending[:size])
+            del self._pending[:size]
+        return out
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
 def _open_zstd(raw: IO[bytes]) -> IO[bytes]:
     try:
         import zstandard
     except ImportError:  # a declared dependency, but say what to do if it is missing
         raise DataError("reading .zst files needs the zstandard package; pip install zstandard") from None
-    # read_across_frames: files made by concatenating .zst files hold several frames.
-    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    return _ZstdStream(raw, zstandard)
 
 
 # Decompressing readers over an already opened raw file, so the raw file's position tells
@@ -93,6 +148,18 @@ def _read_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         pass
     return tuple(errors)
+
+
+def _read_error(path: Path, exc: BaseException, line: int | None = None) -> DataError:
+    """The one-line error for a file whose (compressed) data cannot be read to its end."""
+    where = f"{path}:{line}" if line is not None else str(path)
+    if isinstance(exc, EOFError):  # every decompressor's word for "the stream stops early"
+        after = f" after line {line - 1}" if line is not None and line > 1 else ""
+        return DataError(
+            f"{path}: truncated: the compressed data ends before the end of its stream{after}; "
+            f"expected a complete {path.suffix} file (was a download or copy cut short?)"
+        )
+    return DataError(f"{where}: cannot read ({exc}); expected an intact file")
 
 
 def _open_raw(path: Path) -> IO[bytes]:
@@ -192,38 +259,47 @@ def iter_line_blocks(
         decompressor = _DECOMPRESSORS.get(path.suffix.lower())
         stream = decompressor(raw) if decompressor else raw
         with raw, stream:
-            carry = b""  # the start of a line whose end has not been read yet
+            carry: list[bytes] = []  # the start of a line whose end has not been read yet
             at_start, bom_length = True, 0
             reported = 0  # raw bytes already attributed to earlier blocks
             while True:
                 data = stream.read(block_bytes)
                 final = not data
-                buffer = carry + data
+                if not final and b"\n" not in data and (carry or not at_start):
+                    carry.append(data)  # no line ends here: keep the pieces, join them once
+                    continue
+                buffer = b"".join(carry) + data if carry else data
+                carry = []
                 if at_start and (len(buffer) >= len(_BOM) or final or b"\n" in buffer):
                     if buffer.startswith(_BOM):
                         buffer, bom_length = buffer[len(_BOM) :], len(_BOM)
                     at_start = False
                 if final:
-                    body, carry = buffer, b""
+                    body = buffer
                     if not body:
                         break
                 else:
                     cut = buffer.rfind(b"\n")
                     if cut < 0:  # no complete line yet: keep reading
-                        carry = buffer
+                        carry = [buffer]
                         continue
-                    body, carry = buffer[:cut], buffer[cut + 1 :]
+                    body = buffer[:cut]
+                    if cut + 1 < len(buffer):
+                        carry = [buffer[cut + 1 :]]
+                del buffer  # ``body`` is the only copy of the block's lines from here on
                 if body.endswith(b"\r"):  # the "\r" of the block's last "\r\n" (or of EOF)
                     body = body[:-1]
                 lines = _decode_lines(path, next_line, body, skip_invalid, bom_length)
+                del body
                 position = raw.tell()
                 yield LineBlock(path, next_line, lines, position - reported)
                 reported = position
                 next_line += len(lines)
+                del lines
                 if final:
                     break
     except read_errors as exc:
-        raise DataError(f"{path}:{next_line}: cannot read ({exc}); expected an intact file") from None
+        raise _read_error(path, exc, next_line) from None
 
 
 def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
@@ -255,5 +331,19 @@ def count_all_lines(path: PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES) -> i
                 count += data.count(b"\n")
                 last = data[-1:]
     except _read_errors() as exc:
-        raise DataError(f"{path}: cannot read ({exc}); expected an intact file") from None
+        raise _read_error(path, exc) from None
     return count + (1 if last not in (b"", b"\n") else 0)
+
+
+def read_decompressed(path: PathLike) -> bytes:
+    """The whole decompressed content of a (small) file.
+
+    Raises:
+        DataError: missing, unreadable, damaged or truncated (``FILE: truncated …``).
+    """
+    path = Path(path)
+    try:
+        with open_binary(path) as stream:
+            return stream.read()
+    except _read_errors() as exc:
+        raise _read_error(path, exc) from None

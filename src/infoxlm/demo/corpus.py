@@ -28,12 +28,12 @@ Example::
 from __future__ import annotations
 
 import functools
-import gzip
 import json
 import unicodedata
 from importlib import resources
 from pathlib import Path
 
+from infoxlm.data.text_files import read_decompressed
 from infoxlm.errors import DataError
 
 __all__ = [
@@ -236,8 +236,10 @@ def _read_lines(name: str) -> list[str]:
     path = corpus_dir() / name
     if not path.is_file():
         raise DataError(f"{path}: not in the demo corpus")
-    with gzip.open(path, "rt", encoding="utf-8", newline="\n") as f:
-        text = f.read()
+    try:  # read_decompressed: a truncated file is an error naming it, not a shorter corpus
+        text = read_decompressed(path).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: invalid UTF-8 at byte {err.start}; expected UTF-8 text") from None
     return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
 
 
