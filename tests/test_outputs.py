@@ -64,3 +64,17 @@ def test_atomic_dir_replaces_whole_or_not_at_all(tmp_path):
     with atomic_dir(out, replace=True) as tmp:
         (tmp / "two").write_text("2")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"] and [p.name for p in out.iterdir()] == ["two"]
+
+
+def test_an_export_directory_holding_a_users_file_is_not_ours(tmp_path):
+    """An earlier export may be replaced without --overwrite; one the user added files to may not."""
+    from infoxlm.model.config import EncoderConfig
+    from infoxlm.model.hub import written_by_infoxlm
+
+    EncoderConfig.preset("tiny").save(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    assert written_by_infoxlm(tmp_path)
+    (tmp_path / "tatoeba.json").write_text("{}")  # e.g. `infoxlm eval tatoeba --output OUT/tatoeba.json`
+    assert not written_by_infoxlm(tmp_path)
+    with pytest.raises(OutputError, match="not empty.*--overwrite"):
+        check_output_dir(tmp_path, written_by_us=written_by_infoxlm)

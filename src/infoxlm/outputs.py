@@ -131,10 +131,10 @@ def atomic_dir(path: str | Path, *, replace: bool = False) -> Iterator[Path]:
         try:
             os.replace(tmp, path)
         except BaseException:
-            os.replace(old / "d", path)  # put it back
+            os.replace(old / "d", path)  # put it back (if this fails too, it stays in `old`)
+            os.rmdir(old)
             raise
-        finally:
-            shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)  # only once the new directory is in place
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -325,3 +325,21 @@ def test_the_ctrl_c_latch_is_installed_for_the_command_only():
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_an_intermediate_export_of_non_finite_weights_stops_the_run(store, tmp_path):
+    """run.export_every may fall between checkpoints: the export checks the weights too."""
+    import contextlib
+    import io
+
+    from infoxlm.train.config import apply_overrides, preset
+    from infoxlm.train.loop import Trainer, TrainingError
+
+    cfg = apply_overrides(preset("test"), ["optim.max_steps=2", "run.export_every=1"])
+    with contextlib.redirect_stdout(io.StringIO()):
+        trainer = Trainer(cfg, store, tmp_path / "run", progress=False)
+    with torch.no_grad():
+        next(trainer.encoder.parameters()).fill_(float("nan"))
+    with pytest.raises(TrainingError, match="non-finite.*not exported"):
+        trainer.export_model(tmp_path / "run" / "exports" / "step-1")
+    assert not (tmp_path / "run" / "exports").exists()

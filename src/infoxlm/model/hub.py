@@ -40,13 +40,25 @@ IGNORED_KEYS = {"embeddings.position_ids", "embeddings.token_type_ids"}
 TIED_KEY = "lm_head.decoder.weight"
 
 
+# What `infoxlm export` writes into a model directory (both formats): anything else in a
+# directory belongs to someone else, and the directory is not replaced without --overwrite.
+EXPORT_ENTRIES = frozenset({
+    "config.json", WEIGHTS_NAME, "README.md",
+    "tokenizer.json", "sentencepiece.bpe.model", "tokenizer_config.json", "special_tokens_map.json",
+    "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "1_Pooling",
+})
+
+
 def written_by_infoxlm(directory: str | Path) -> bool:
-    """Whether ``directory`` is a model directory infoxlm wrote (its config.json says so)."""
+    """Whether ``directory`` is a model directory infoxlm wrote and holds nothing else: its
+    config.json names infoxlm as the writer and every entry is one an export writes."""
+    directory = Path(directory)
     try:
-        fields = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+        fields = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        names = {entry.name for entry in directory.iterdir()}
     except (OSError, ValueError):
         return False
-    return isinstance(fields, dict) and WRITER_KEY in fields
+    return isinstance(fields, dict) and WRITER_KEY in fields and names <= EXPORT_ENTRIES
 
 
 def read_checkpoint_tensors(directory: str | Path, map_location: str | torch.device = "cpu") -> dict[str, torch.Tensor]:

@@ -34,7 +34,7 @@ from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
 from ..model.hub import record_contrast_layer
 from ..objectives.xlco import MomentumContrast, momentum_at
-from ..outputs import atomic_dir, check_output_dir
+from ..outputs import atomic_dir, atomic_file, check_output_dir
 from ..tokenizer import Tokenizer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainConfig
@@ -212,12 +212,15 @@ class Trainer:
     def _write_run_directory(self) -> None:
         if not self.world.is_main:
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.json").write_text(self.config.to_json() + "\n")
-        (self.run_dir / STORE_IDENTITY_FILE).write_text(json.dumps(self.store_identity, indent=2, sort_keys=True) + "\n")
-        # What the run trains on, for the model cards of its exports.
-        summary = data_summary(self.store, self.config.data.alpha)
-        (self.run_dir / DATA_SUMMARY_NAME).write_text(json.dumps(summary, indent=2) + "\n")
+        # Each file complete or absent: a torn config.json would make the run directory unrecognisable.
+        summary = data_summary(self.store, self.config.data.alpha)  # for the model cards of its exports
+        for name, text in (
+            ("config.json", self.config.to_json()),
+            (STORE_IDENTITY_FILE, json.dumps(self.store_identity, indent=2, sort_keys=True)),
+            (DATA_SUMMARY_NAME, json.dumps(summary, indent=2)),
+        ):
+            with atomic_file(self.run_dir / name) as tmp:
+                tmp.write_text(text + "\n")
         self._copy_tokenizer()
 
     def _copy_tokenizer(self) -> None:
@@ -305,19 +308,30 @@ class Trainer:
         }
 
     def save(self) -> None:
+        state = self.checkpoint_state()
+        self._stop_if_non_finite(state, "not saved")
         if self.world.is_main:
-            state = self.checkpoint_state()
-            bad = non_finite_tensors(state)
-            if bad:  # a checkpoint is a promise of good weights: never keep non-finite ones
-                raise TrainingError(
-                    f"step {self.step}: {bad[0]} holds non-finite values (and {len(bad) - 1} more tensors); "
-                    f"not saved, stopping; {last_good_checkpoint(self.run_dir)}"
-                )
             save_checkpoint(self.run_dir, self.step, state, keep=self.config.run.keep_checkpoints)
+
+    def _stop_if_non_finite(self, state: dict[str, Any], outcome: str) -> None:
+        """A checkpoint or an export is a promise of good weights: never write non-finite ones.
+
+        Every rank checks (the replicas hold the same weights), so that all of them stop
+        together instead of the others waiting in the next collective."""
+        bad = non_finite_tensors(state)
+        if bad:
+            raise TrainingError(
+                f"step {self.step}: {bad[0]} holds non-finite values (and {len(bad) - 1} more tensors); "
+                f"{outcome}, stopping; {last_good_checkpoint(self.run_dir)}"
+            )
 
     def export_model(self, output: Path) -> Path:
         """The query encoder + MLM head (+ the run's tokenizer) as a Hugging Face directory with
-        its model card, as `infoxlm export` writes it (``run.export_every``)."""
+        its model card, as `infoxlm export` writes it (``run.export_every``). Called on every
+        rank; the main one writes."""
+        self._stop_if_non_finite(self.encoder.state_dict(), f"{output} not exported")
+        if not self.world.is_main:
+            return output
         # XLM-R's dropout for fine-tuning from it, whatever pre-training used (as export()).
         config = dataclasses.replace(self.encoder.config, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
         encoder = Encoder(config)
@@ -354,7 +368,7 @@ class Trainer:
                     bar.set_postfix_str(_postfix(metrics), refresh=False)
                 if self.step % cfg.run.save_every == 0 or self.step == cfg.optim.max_steps:
                     self.save()
-                if cfg.run.export_every and self.step % cfg.run.export_every == 0 and self.world.is_main:
+                if cfg.run.export_every and self.step % cfg.run.export_every == 0:
                     self.export_model(self.run_dir / "exports" / f"step-{self.step}")
         except KeyboardInterrupt:
             interrupted = True  # Ctrl-C: the last checkpoint stays; end within seconds
@@ -659,7 +673,12 @@ def _checkpoint_store_identity(state: dict[str, Any], run_dir: Path) -> dict[str
     if "store_identity" in state:
         return json.loads(state["store_identity"])
     path = run_dir / STORE_IDENTITY_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise TrainingError(f"{path}: not valid JSON ({err}); it records the data the run was trained on") from None
 
 
 def _aligned(batches: list, i: int, micro_steps: int):

@@ -4,7 +4,6 @@ and Weights & Biases when asked for (``run.wandb=true``)."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import threading
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InfoXLMError
+from ..outputs import atomic_file
 
 # How long closing may wait for TensorBoard's writer thread: an interrupted run must end
 # within seconds, and a writer whose queue an interrupt left inconsistent never finishes.
@@ -87,9 +87,8 @@ def truncate_metrics(path: Path, last_step: int) -> None:
         else:
             dropped = True
     if dropped:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(kept), encoding="utf-8")
-        os.replace(tmp, path)
+        with atomic_file(path) as tmp:
+            tmp.write_text("".join(kept), encoding="utf-8")
 
 
 class WandbSink:
