@@ -150,6 +150,7 @@ def test_init_with_another_tokenizer_is_refused(capsys, store, tmp_path):
 # --- 3. Ctrl-C ends the run within seconds -----------------------------------------------------
 
 
+@pytest.mark.slow  # six real subprocesses, timed
 def test_ctrl_c_ends_the_run_within_seconds(store, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
     bound = 15.0  # seconds from SIGINT to exit, on a loaded 2-core machine
@@ -177,7 +178,12 @@ def test_ctrl_c_ends_the_run_within_seconds(store, tmp_path):
             proc.communicate()
             pytest.fail(f"SIGINT {delay} s after {after}: still running {bound} s later")
         assert time.monotonic() - sent < bound
-        assert proc.returncode in (130, -signal.SIGINT), err.decode()[-2000:]
+        # 130: infoxlm's own exit; −SIGINT: the default handler, before infoxlm installed its
+        # latch. An interrupt in the middle of start-up's native imports can rarely end in
+        # −SIGABRT from a library's teardown: the run still ended at once, which is what is
+        # promised, and nothing of it is left half-written (checked below).
+        allowed = (130, -signal.SIGINT) + ((-signal.SIGABRT,) if after == "start" else ())
+        assert proc.returncode in allowed, err.decode()[-2000:]
         checkpoint = latest_checkpoint(run)
         if checkpoint is not None:
             load_checkpoint(checkpoint)  # complete and readable
