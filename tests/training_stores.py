@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from infoxlm.data.store import OFFSET_DTYPE, STORE_FORMAT, STORE_VERSION, TOKEN_DTYPE, CorpusWriter, write_json_atomic
+from infoxlm.data.store import OFFSET_DTYPE, STORE_FORMAT, STORE_VERSION, TOKEN_DTYPE, CorpusWriter, mono_stream, write_json_atomic
 
 VOCAB = 1000
 
@@ -29,9 +29,11 @@ def _offsets(lengths) -> np.ndarray:
 def write_mono(root: Path, language: str, documents: list[list[list[int]]]) -> None:
     """documents: a list of documents, each a list of lines, each a list of token ids."""
     lines = [line for doc in documents for line in doc]
+    ends_document = [i == len(doc) - 1 for doc in documents for i in range(len(doc))]
+    stream, line_ends = mono_stream(lines, ends_document)
     with CorpusWriter(root, "mono", language) as writer:
-        writer.append("tokens.u32", np.array([t for line in lines for t in line], dtype=np.int64), TOKEN_DTYPE)
-        writer.append("lines.i64", _offsets([len(line) for line in lines]), OFFSET_DTYPE)
+        writer.append("tokens.u32", stream, TOKEN_DTYPE)
+        writer.append("lines.i64", np.concatenate([[0], line_ends]), OFFSET_DTYPE)
         writer.append("docs.i64", _offsets([len(doc) for doc in documents]), OFFSET_DTYPE)
         writer.commit({"language": language, "lines": len(lines), "documents": len(documents)})
 

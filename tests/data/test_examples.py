@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from training_stores import random_documents, write_mono, write_parallel, write_store
 
-from infoxlm.data.examples import ExampleBuilder, fair_truncation
+from infoxlm.data.examples import ExampleBuilder, fair_truncation, pack_whole_lines
 from infoxlm.data.keyed_random import KeyedRandom
 from infoxlm.data.schedule import BlockPlan, PairPlan, plan_mixup
 from infoxlm.data.store import TokenStore
@@ -29,7 +29,7 @@ def mono_store(tmp_path_factory):
     root = write_store(tmp_path_factory.mktemp("mono"))
     rng = np.random.default_rng(1)
     docs = {"de": random_documents(rng, 30, max_len=9), "en": random_documents(rng, 5, max_len=4)}
-    docs["de"].insert(4, [])  # an empty document adds nothing, not even a separator
+    docs["de"].insert(4, [])  # an empty document adds nothing, not even a closing </s>
     docs["empty"] = []
     for language, documents in docs.items():
         write_mono(root, language, documents)
@@ -50,41 +50,67 @@ def pair_store(tmp_path_factory):
     return TokenStore.open(root)
 
 
-def _stream(documents) -> list[int]:
-    stream: list[int] = []
-    for doc in (d for d in documents if any(d)):
-        if stream:
-            stream.append(2)
-        stream += [t for line in doc for t in line]
-    return stream
+def _lines_of_stream(documents) -> list[list[int]]:
+    """The stream's lines as the store lays them out: ids, </s>, and one more at a document's end."""
+    out = []
+    for doc in documents:
+        for k, line in enumerate(doc):
+            out.append(line + [2] + ([2] if k == len(doc) - 1 else []))
+    return out
+
+
+def _greedy_blocks(lines: list[list[int]], capacity: int) -> list[list[int]]:
+    """Whole lines while they fit; a line longer than a block is cut, its tail a block alone."""
+    blocks, current = [], []
+    for line in lines:
+        if len(current) + len(line) <= capacity:
+            current += line
+            continue
+        if current:
+            blocks.append(current)
+        current = []
+        if len(line) <= capacity:
+            current = list(line)
+        else:
+            blocks += [line[k : k + capacity] for k in range(0, len(line), capacity)]
+    return blocks + ([current] if current else [])
 
 
 @pytest.mark.parametrize("block_size", [3, 4, 7, 16, 512])
-def test_mmlm_blocks_are_consecutive_windows_of_the_stream(mono_store, block_size):
+def test_mmlm_blocks_hold_whole_lines_each_ending_with_eos(mono_store, block_size):
     store, docs = mono_store
     builder = ExampleBuilder(store, block_size=block_size)
     for i, language in enumerate(builder.languages):
-        stream, window = _stream(docs[language]), block_size - 2
+        expected = _greedy_blocks(_lines_of_stream(docs[language]), block_size - 1)
         mono = builder.mono[i]
-        assert mono.stream_length == len(stream)
-        assert mono.num_blocks == -(-len(stream) // window)
+        assert mono.num_blocks == len(expected)
         blocks = np.arange(mono.num_blocks)[::-1].copy()  # any order
-        plan = BlockPlan(blocks, np.full(len(blocks), i), blocks)
-        built = builder.mmlm(plan)
+        built = builder.mmlm(BlockPlan(blocks, np.full(len(blocks), i), blocks))
         for row, k in enumerate(blocks):
-            expected = [0] + stream[k * window : (k + 1) * window] + [2]
-            assert built[row].tolist() == expected
-            if k < mono.num_blocks - 1:
-                assert len(built[row]) == block_size  # only the stream's tail is shorter
+            assert built[row].tolist() == [0] + expected[k]
+            assert len(built[row]) <= block_size
 
 
-def test_mmlm_separators_mark_document_boundaries(mono_store):
+def test_mmlm_block_marks_every_line_and_document_end(mono_store):
     store, docs = mono_store
     builder = ExampleBuilder(store, block_size=10_000)
-    block = builder.mmlm(BlockPlan(np.array([0]), np.array([0]), np.array([0])))[0]
-    non_empty = [d for d in docs["de"] if d]
-    assert np.count_nonzero(block == 2) == len(non_empty)  # between documents + the final </s>
-    assert block[0] == 0 and block[-1] == 2 and 0 not in block[1:].tolist()
+    block = builder.mmlm(BlockPlan(np.array([0]), np.array([0]), np.array([0])))[0].tolist()
+    lines = sum(len(d) for d in docs["de"])
+    documents = sum(1 for d in docs["de"] if d)
+    assert block.count(2) == lines + documents  # </s> after each line, one more closing each document
+    assert block[0] == 0 and block[-2:] == [2, 2] and 0 not in block[1:]
+    assert block[1:] == [t for line in _lines_of_stream(docs["de"]) for t in line]
+
+
+def test_pack_whole_lines_matches_a_plain_greedy_loop_and_chunks_agree():
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 40, 3000)
+    lengths[rng.integers(0, 3000, 20)] = 200  # lines longer than a block
+    ends = np.concatenate([[0], np.cumsum(lengths)])
+    lines = [[0] * int(n) for n in lengths]
+    expected = np.cumsum([0] + [len(b) for b in _greedy_blocks(lines, 64)])
+    np.testing.assert_array_equal(pack_whole_lines(ends, 64), expected)
+    np.testing.assert_array_equal(pack_whole_lines(ends, 64, chunk=7), expected)
 
 
 def test_empty_language_has_no_blocks(mono_store):

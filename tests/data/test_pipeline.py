@@ -132,21 +132,32 @@ def test_seed_and_step_change_the_data(store_root, pipeline):
     assert digest(pipeline.step(1)) != digest(pipeline.step(0))
 
 
-def test_sampling_follows_token_counts(store_root):
+@pytest.mark.parametrize("unit", ["instances", "tokens"])
+def test_sampling_follows_the_chosen_unit(store_root, unit):
     store = TokenStore.open(store_root)
     config = PipelineConfig(mmlm_batch_size=6000, tlm_batch_size=6000, xlco_batch_size=0, block_size=5,
-                            tlm_max_length=5, max_tokens=4096)
+                            tlm_max_length=5, max_tokens=4096, sampling_unit=unit)
     pipeline = DataPipeline(store, config)
-    tokens = {lang: c.num_tokens for lang, c in store.mono.items()}  # n counted in tokens
-    assert pipeline.language_probabilities == pytest.approx(language_probabilities(tokens, 0.7))
-    pair_tokens = {p: c.num_tokens for p, c in store.parallel.items()}
-    assert pipeline.pair_probabilities == pytest.approx(language_probabilities(pair_tokens, 0.7))
+    if unit == "instances":  # the paper: lines of a language, pairs of a parallel corpus
+        mono = {lang: c.num_lines for lang, c in store.mono.items()}
+        pairs = {p: c.num_pairs for p, c in store.parallel.items()}
+    else:
+        mono = {lang: c.num_tokens for lang, c in store.mono.items()}
+        pairs = {p: c.num_tokens for p, c in store.parallel.items()}
+    assert pipeline.language_probabilities == pytest.approx(language_probabilities(mono, 0.7))
+    assert pipeline.pair_probabilities == pytest.approx(language_probabilities(pairs, 0.7))
     data = pipeline.step(0)
     for name, probabilities in (("mmlm", pipeline.language_probabilities), ("tlm", pipeline.pair_probabilities)):
         counts = data.stats[name].corpus_counts
         expected = {k: 6000 * p for k, p in probabilities.items()}
         chi2 = sum((counts.get(k, 0) - e) ** 2 / e for k, e in expected.items())
         assert chi2 < 20, (name, counts, expected)
+
+
+def test_the_sampling_unit_is_validated_and_defaults_to_instances():
+    assert PipelineConfig().sampling_unit == "instances"
+    with pytest.raises(ValueError, match="sampling_unit must be one of instances, tokens, got 'words'"):
+        PipelineConfig(sampling_unit="words")
 
 
 def test_disabled_objectives(pipeline, store_root):

@@ -103,7 +103,7 @@ def test_round_trip_text_store_text(tmp_path, xlmr, suffix):
     assert expected == SCRIPTS  # what cleaning promises: NFC, no controls, no invisible marks
     assert decoded_lines(xlmr, corpus.lines) == SCRIPTS
     # The stored ids are exactly the tokenizer's.
-    assert [corpus.lines[i].tolist() for i in range(corpus.num_lines)] == xlmr.encode_batch(
+    assert [corpus.text(i).tolist() for i in range(corpus.num_lines)] == xlmr.encode_batch(
         SCRIPTS, add_special_tokens=False
     )
     meta = result.meta
@@ -148,9 +148,9 @@ def test_long_lines_are_split_in_mono_and_truncated_in_parallel(tmp_path, xlmr):
     path = write_text(tmp_path / "de.txt", ["kurz", long_line])
     result = prepare_monolingual("de", [path], xlmr, tmp_path / "store", max_line_tokens=8, show_progress=False)
     corpus = TokenStore.open(tmp_path / "store").mono["de"]
-    lengths = corpus.lines.lengths().tolist()
+    lengths = [len(corpus.text(i)) for i in range(corpus.num_lines)]
     assert lengths[1:] == [8] * (len(full) // 8) + ([len(full) % 8] if len(full) % 8 else [])
-    assert np.concatenate([corpus.lines[i] for i in range(1, corpus.num_lines)]).tolist() == full
+    assert np.concatenate([corpus.text(i) for i in range(1, corpus.num_lines)]).tolist() == full
     assert corpus.doc_offsets.tolist() == [0, corpus.num_lines]  # still one document
     assert result.meta["changed"]["split_long"] == 1
 
@@ -268,23 +268,26 @@ def small_store(tmp_path, tiny_model_dir):
     return store
 
 
-def test_inspect_prints_counts_and_token_based_probabilities(small_store, capsys):
+def test_inspect_prints_counts_and_the_probabilities_of_the_sampling_unit(small_store, capsys):
     assert infoxlm_main(["prepare", "inspect", str(small_store)]) == 0
     out = capsys.readouterr().out
-    assert "Monolingual corpora: sampling p_l ∝ (n_l/n)^0.7, n counted in tokens" in out
-    assert "Parallel corpora: sampling p_l ∝ (n_l/n)^0.7, n counted in tokens (both sides)" in out
+    assert "Monolingual corpora: sampling p_l ∝ (n_l/n)^0.7, n counted in lines" in out
+    assert "Parallel corpora: sampling p_l ∝ (n_l/n)^0.7, n counted in pairs" in out
     store = TokenStore.open(small_store)
-    tokens = {language: corpus.num_tokens for language, corpus in store.mono.items()}
-    probabilities = language_probabilities(tokens, 0.7)
+    lines = {language: corpus.num_lines for language, corpus in store.mono.items()}
+    probabilities = language_probabilities(lines, 0.7)
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
     for language, corpus in store.mono.items():
-        lines, documents, n, p = rows[language][1:5]
-        assert (lines, documents, n) == (f"{corpus.num_lines:,}", f"{corpus.num_documents:,}", f"{corpus.num_tokens:,}")
+        n_lines, documents, n, p = rows[language][1:5]
+        assert (n_lines, documents, n) == (f"{corpus.num_lines:,}", f"{corpus.num_documents:,}", f"{corpus.num_tokens:,}")
         assert float(p) == pytest.approx(probabilities[language], abs=5e-5)
     assert rows["en-ru"][1:4] == ["3", f"{store.parallel['en-ru'].num_tokens:,}", "1.0000"]
 
-    assert infoxlm_main(["prepare", "inspect", str(small_store), "--json", "--alpha", "0.3"]) == 0
+    argv = ["prepare", "inspect", str(small_store), "--json", "--alpha", "0.3", "--sampling-unit", "tokens"]
+    assert infoxlm_main(argv) == 0
     report = json.loads(capsys.readouterr().out)
+    tokens = {language: corpus.num_tokens for language, corpus in store.mono.items()}
+    assert tokens != lines and report["sampling_unit"] == "tokens"
     expected = language_probabilities(tokens, 0.3)
     assert {k: v["probability"] for k, v in report["mono"].items()} == pytest.approx(expected)
     assert report["mono"]["de"]["skipped"] == {"empty": 0, "invalid_utf8": 0, "no_tokens": 0}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -11,6 +12,7 @@ from infoxlm.data.store import (
     OFFSET_DTYPE,
     PARTIAL_PREFIX,
     TOKEN_DTYPE,
+    mono_stream,
     CorpusWriter,
     StoreError,
     TokenStore,
@@ -24,12 +26,13 @@ OTHER = {**IDENTITY, "fingerprint": "b" * 64}
 
 def write_mono(root, language="de", lines=((5, 6, 7), (8,), (9, 10)), docs=(0, 2, 3)):
     """A small monolingual corpus written the way prepare writes one."""
-    lengths = [len(line) for line in lines]
+    ends_document = [i + 1 in docs[1:] for i in range(len(lines))]
+    stream, line_ends = mono_stream([list(line) for line in lines], ends_document)
     with CorpusWriter(root, "mono", language) as writer:
-        writer.append("tokens.u32", np.concatenate([np.asarray(line) for line in lines]), TOKEN_DTYPE)
-        writer.append("lines.i64", np.concatenate([[0], np.cumsum(lengths)]), OFFSET_DTYPE)
+        writer.append("tokens.u32", stream, TOKEN_DTYPE)
+        writer.append("lines.i64", np.concatenate([[0], line_ends]), OFFSET_DTYPE)
         writer.append("docs.i64", np.asarray(docs), OFFSET_DTYPE)
-        counts = {"lines": len(lines), "documents": len(docs) - 1, "tokens": sum(lengths)}
+        counts = {"lines": len(lines), "documents": len(docs) - 1, "tokens": sum(map(len, lines))}
         return writer.commit({"counts": counts, "skipped": {}})
 
 
@@ -55,8 +58,11 @@ def test_round_trip(store_root):
     store = TokenStore.open(store_root)
     corpus = store.mono["de"]
     assert (corpus.num_lines, corpus.num_documents, corpus.num_tokens) == (3, 2, 6)
-    assert corpus.lines[0].tolist() == [5, 6, 7] and corpus.lines[2].tolist() == [9, 10]
-    assert corpus.lines.tokens.dtype == np.dtype("<u4") and corpus.lines.lengths().tolist() == [3, 1, 2]
+    # Every line ends with </s>; a document's last line with one more.
+    assert corpus.lines[0].tolist() == [5, 6, 7, 2] and corpus.lines[1].tolist() == [8, 2, 2]
+    assert corpus.lines[2].tolist() == [9, 10, 2, 2] and corpus.text(2).tolist() == [9, 10]
+    assert [corpus.text(i).tolist() for i in range(3)] == [[5, 6, 7], [8], [9, 10]]
+    assert corpus.lines.tokens.dtype == np.dtype("<u4") and corpus.lines.lengths().tolist() == [4, 3, 4]
     pair = store.parallel["en-de"]
     assert pair.languages == ("en", "de") and pair.num_pairs == 2 and pair.num_tokens == 7
     assert [x.tolist() for x in pair[1]] == [[7], [9, 10, 11]]
@@ -82,7 +88,7 @@ def test_writer_leaves_nothing_when_the_block_fails(store_root):
             writer.append("tokens.u32", np.arange(5), TOKEN_DTYPE)
             raise RuntimeError("interrupted")
     assert partial_corpus_dirs(store_root) == []
-    assert TokenStore.open(store_root).mono["de"].lines[0].tolist() == [1, 2]  # the old corpus is intact
+    assert TokenStore.open(store_root).mono["de"].text(0).tolist() == [1, 2]  # the old corpus is intact
 
 
 def test_leftovers_are_reported_and_removed_unless_their_writer_runs(store_root):
@@ -128,6 +134,13 @@ def test_damage_found_by_verify(store_root):
     with pytest.raises(StoreError, match=r"docs\.i64: offsets do not span"):
         TokenStore.open(store_root).mono["ru"].verify()
 
+    corpus = write_mono(store_root, "it", lines=((5, 6), (7,)), docs=(0, 2))
+    tokens = np.fromfile(corpus / "tokens.u32", dtype=TOKEN_DTYPE)
+    tokens[2] = 9  # line 0 no longer ends with </s>
+    tokens.tofile(corpus / "tokens.u32")
+    with pytest.raises(StoreError, match=r"it/tokens\.u32: line 0 does not end with </s>"):
+        TokenStore.open(store_root).mono["it"].verify()
+
     corpus = write_mono(store_root, "fr", lines=((5, 200),), docs=(0, 1))  # id 200 >= vocab 100
     fr = TokenStore.open(store_root).mono["fr"]
     fr.verify()  # offsets alone are fine
@@ -138,3 +151,10 @@ def test_damage_found_by_verify(store_root):
     (pair / "meta.json").write_text('{"counts": {"pairs": 5}}')
     with pytest.raises(StoreError, match="records 5 pairs but the files hold 2"):
         TokenStore.open(store_root).parallel["en-de"].verify()
+
+
+def test_a_store_of_format_version_1_is_refused_with_the_way_to_rebuild_it(store_root):
+    info = json.loads((store_root / "store.json").read_text())
+    (store_root / "store.json").write_text(json.dumps({**info, "version": 1}))
+    with pytest.raises(StoreError, match=r"format version 1 \(monolingual lines without </s>\).*`infoxlm prepare`"):
+        TokenStore.open(store_root)

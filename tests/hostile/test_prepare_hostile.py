@@ -341,9 +341,9 @@ def test_a_huge_line_is_tokenized_in_bounded_pieces(tmp_path, tiny_model_dir, mo
     corpus = TokenStore.open(tmp_path / "s").mono["de"]
     assert corpus.num_documents == 2 and corpus.doc_offsets[1] == corpus.num_lines - 1
     assert result.meta["changed"]["split_long"] == 1 and result.meta["sources"][0]["kept"] == 4
-    assert all(len(corpus.lines[i]) <= 64 for i in range(corpus.num_lines))
+    assert all(len(corpus.text(i)) <= 64 for i in range(corpus.num_lines))
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
-    middle = np.concatenate([corpus.lines[i] for i in range(1, corpus.num_lines - 2)])
+    middle = np.concatenate([corpus.text(i) for i in range(1, corpus.num_lines - 2)])
     assert tokenizer.decode(middle.tolist()).split() == line.decode().split()
 
 

@@ -1,11 +1,13 @@
 """Token sequences of the three objectives, built from a token store for a step's plans.
 
-MMLM block: a language's documents form one stream, ``doc₀ </s> doc₁ </s> doc₂ …`` (lines
-of a document joined directly, one ``</s>`` *between* documents as RoBERTa's
-full-sentences packing does, so a block may cross a document boundary but the model sees
-where it is). The stream is cut into consecutive windows of ``block_size - 2`` tokens and
-block k is ``<s> window_k </s>``: every block is exactly ``block_size`` long except the
-stream's last one. Finding a window is a binary search over the document starts, O(log D).
+MMLM block: a language's corpus is one stream in which every line ends with ``</s>`` and a
+document's last line with ``</s> </s>`` (the store's layout, that of XLM-R's fairseq data).
+Blocks hold whole lines, as fairseq's ``complete`` mode packs them for RoBERTa and XLM-R and
+as the authors' InfoXLM data does: a block takes lines while they fit ``block_size - 1``
+tokens and is ``<s> line </s> line </s> …``, so it is at most ``block_size`` long and ends
+with a line's ``</s>``. A line longer than that on its own is cut at the capacity (its
+pieces are the only place where a block does not end with ``</s>``). The blocks are found
+once per corpus, greedily from the stream's start (:func:`pack_whole_lines`).
 
 TLM: ``<s> a </s> b </s>`` with (a, b) = (src, tgt) or (tgt, src) as the plan says, both
 truncated to ``tlm_max_length`` by :func:`fair_truncation` (cut the longer side first; each
@@ -28,15 +30,17 @@ Example:
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
-from .ragged import Ragged, flat_ranges, frame, gather_runs, scatter_runs
+from .ragged import Ragged, frame, gather_runs, scatter_runs
 from .schedule import BlockPlan, MixupPlan, PairPlan
-from .store import MonoCorpus, ParallelCorpus, StoreError, TokenStore
+from .store import EOS_ID, MonoCorpus, ParallelCorpus, TokenStore
 
-__all__ = ["ExampleBuilder", "MonoBlocks", "fair_truncation", "BOS_ID", "EOS_ID"]
+__all__ = ["ExampleBuilder", "MonoBlocks", "fair_truncation", "pack_whole_lines", "BOS_ID", "EOS_ID"]
 
-BOS_ID, EOS_ID = 0, 2
+BOS_ID = 0
 
 
 def fair_truncation(first: np.ndarray, second: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,66 +61,68 @@ def fair_truncation(first: np.ndarray, second: np.ndarray, budget: int) -> tuple
     return new_first, new_second
 
 
+def pack_whole_lines(line_ends: np.ndarray, capacity: int, chunk: int = 1 << 20) -> np.ndarray:
+    """Greedy blocks of whole lines: (B + 1,) int64 stream offsets, block b = [starts[b], starts[b+1]).
+
+    line_ends (N + 1,) int offsets of the line boundaries (0 first, the stream's length
+    last), possibly memory-mapped; every line holds at least one token. A block takes the
+    following lines while they fit ``capacity`` tokens; a line longer than ``capacity`` is
+    cut every ``capacity`` tokens and its last piece is a block of its own. One binary search
+    per block over a chunk of boundaries read as a Python list (about 10 million lines a
+    second on one core).
+
+    >>> pack_whole_lines(np.array([0, 3, 6, 8, 20, 22]), capacity=8).tolist()
+    [0, 8, 16, 20, 22]
+    """
+    if capacity < 1:
+        raise ValueError(f"capacity must be >= 1, got {capacity}")
+    num_lines = len(line_ends) - 1
+    found: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
+    line = 0  # the boundary the next block starts at
+    while line < num_lines:
+        # Boundaries line … stop, plus the `capacity` lines a block from them can reach at
+        # most (every line holds a token).
+        stop = min(num_lines, line + chunk)
+        offsets = np.asarray(line_ends[line : min(num_lines, stop + capacity) + 1], dtype=np.int64).tolist()
+        ends: list[int] = []
+        i, last = 0, len(offsets)
+        while i < stop - line:
+            reach = bisect.bisect_right(offsets, offsets[i] + capacity, i + 1, min(last, i + capacity + 2)) - 1
+            if reach > i:  # lines i … reach - 1 fit one block
+                ends.append(offsets[reach])
+                i = reach
+            else:  # line i alone is longer than a block: cut it every `capacity` tokens
+                ends.extend(range(offsets[i] + capacity, offsets[i + 1], capacity))
+                ends.append(offsets[i + 1])
+                i += 1
+        line += i
+        found.append(np.asarray(ends, dtype=np.int64))
+    return np.concatenate(found)
+
+
 class MonoBlocks:
-    """One language's monolingual corpus as a stream of documents cut into fixed-size blocks."""
+    """One language's monolingual stream cut into blocks of whole lines (see the module doc)."""
 
     def __init__(self, corpus: MonoCorpus, block_size: int):
         if block_size < 3:
             raise ValueError(f"block_size must be >= 3 (<s>, a token, </s>), got {block_size}")
         self.language = corpus.language
-        self.window = block_size - 2  # stream tokens per block, between <s> and </s>
-        self.tokens = np.asarray(corpus.lines.tokens)  # (T,) uint32, still memory-mapped
-        line_offsets = np.asarray(corpus.lines.offsets)  # (N + 1,)
-        docs = np.asarray(corpus.doc_offsets, dtype=np.int64)  # (D + 1,) offsets into lines
-        num_tokens = len(self.tokens)
-        if len(docs) < 2 or docs[0] != 0 or docs[-1] != corpus.num_lines or np.any(np.diff(docs) < 0):
-            if num_tokens:
-                raise StoreError(
-                    f"{corpus.path}/docs.i64: document offsets must rise from 0 to the {corpus.num_lines} lines; "
-                    "the corpus is damaged, prepare it again"
-                )
-            docs = np.zeros(2, dtype=np.int64)
-        doc_tokens = line_offsets[docs]  # (D + 1,) token offset of each document start
-        starts = doc_tokens[:-1][np.diff(doc_tokens) > 0]  # empty documents add nothing
-        # Stream position of document j's first token: its token offset plus the j
-        # separators in front of it. (D',) int64, strictly increasing.
-        self.doc_starts = starts + np.arange(len(starts), dtype=np.int64)
-        self.stream_length = num_tokens + max(len(starts) - 1, 0)
-        self.num_blocks = -(-self.stream_length // self.window)
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.tokens)
+        self.tokens = corpus.lines.tokens  # (T,) uint32 stream, memory-mapped
+        self.num_tokens = corpus.num_tokens  # text tokens, the separators not counted
+        self.num_lines = corpus.num_lines
+        # (B + 1,) stream offsets; the block's <s> takes one of its block_size positions.
+        self.block_starts = pack_whole_lines(corpus.lines.offsets, block_size - 1)
+        self.num_blocks = len(self.block_starts) - 1
 
     def lengths(self, blocks: np.ndarray) -> np.ndarray:
-        """(m,) stream tokens in each block (``window`` except for the stream's last block)."""
-        begin = blocks * self.window
-        return np.minimum(begin + self.window, self.stream_length) - begin
+        """(m,) stream tokens in each block (its ``<s>`` not counted)."""
+        return self.block_starts[blocks + 1] - self.block_starts[blocks]
 
     def fill(self, out: Ragged, rows: np.ndarray, blocks: np.ndarray, shift: int = 0) -> None:
-        """Write block ``blocks[k]``'s window into sequence ``rows[k]`` of ``out``, from its position ``shift``."""
-        if len(rows) == 0:
-            return
+        """Write block ``blocks[k]`` into sequence ``rows[k]`` of ``out``, from its position ``shift``."""
         lengths = self.lengths(blocks)  # (m,)
-        begin = blocks * self.window  # (m,) stream position of each window
-        end = begin + lengths
-        # Separators inside window [begin, end) sit just before the documents starting in
-        # (begin, end]; the documents before begin contribute first_doc separators in front.
-        first_doc = np.searchsorted(self.doc_starts, begin, side="right") - 1  # (m,)
-        last_doc = np.searchsorted(self.doc_starts, end, side="right") - 1  # (m,)
-        separators = last_doc - first_doc  # (m,)
-        # Without its separators a window is one contiguous run of the token array.
-        run = lengths - separators  # (m,)
-        tokens = gather_runs(self.tokens, begin - first_doc, run)  # (Σ run,) int64
-        # Insertion points: the k-th separator of window e, at window position q, goes
-        # after q - k of the window's tokens.
-        doc = flat_ranges(first_doc + 1, separators)  # (K,) documents that start inside a window
-        window = np.repeat(np.arange(len(rows)), separators)  # (K,) their window
-        k = np.arange(len(doc)) - np.repeat(np.cumsum(separators) - separators, separators)
-        run_start = np.cumsum(run) - run  # (m,) where each window's tokens start in `tokens`
-        where = run_start[window] + (self.doc_starts[doc] - 1 - begin[window]) - k
-        values = np.insert(tokens, where, EOS_ID)  # (Σ lengths,)
-        scatter_runs(out.values, out.offsets[rows] + shift, values, lengths)
+        tokens = gather_runs(self.tokens, self.block_starts[blocks], lengths)  # (Σ lengths,)
+        scatter_runs(out.values, out.offsets[rows] + shift, tokens, lengths)
 
 
 class _ParallelSides:
@@ -160,6 +166,10 @@ class ExampleBuilder:
         return np.array([m.num_tokens for m in self.mono], dtype=np.int64)
 
     @property
+    def mono_lines(self) -> np.ndarray:
+        return np.array([m.num_lines for m in self.mono], dtype=np.int64)
+
+    @property
     def num_blocks(self) -> np.ndarray:
         return np.array([m.num_blocks for m in self.mono], dtype=np.int64)
 
@@ -173,16 +183,15 @@ class ExampleBuilder:
 
     # The three objectives -------------------------------------------------------------
     def mmlm(self, plan: BlockPlan) -> Ragged:
-        """``<s> window </s>`` for every slot of the plan."""
+        """``<s> line </s> line </s> …`` (one block) for every slot of the plan."""
         lengths = np.zeros(len(plan.slots), dtype=np.int64)
         groups = [(m, np.flatnonzero(plan.language == i)) for i, m in enumerate(self.mono)]
         for m, rows in groups:
             lengths[rows] = m.lengths(plan.block[rows])
-        blocks = Ragged.from_lengths(lengths + 2)
+        blocks = Ragged.from_lengths(lengths + 1)
         for m, rows in groups:
-            m.fill(blocks, rows, plan.block[rows], shift=1)  # the window between <s> and </s>
+            m.fill(blocks, rows, plan.block[rows], shift=1)  # the block's lines after its <s>
         blocks.values[blocks.offsets[:-1]] = BOS_ID
-        blocks.values[blocks.offsets[1:] - 1] = EOS_ID
         return blocks
 
     def tlm(self, plan: PairPlan) -> Ragged:

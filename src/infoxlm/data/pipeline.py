@@ -29,7 +29,7 @@ from .batching import ContrastBatch, MLMBatch, contrast_micro_batches, mlm_micro
 from .examples import ExampleBuilder
 from .keyed_random import KeyedRandom
 from .masking import MaskedSequences, check_mask_rates, mask_tokens
-from .sampling import language_probabilities
+from .sampling import SAMPLING_UNITS, language_probabilities
 from .schedule import MASK, MASK_KEY, OBJECTIVE_IDS, plan_blocks, plan_mixup, plan_pairs, rank_slots
 from .store import StoreError, TokenStore
 
@@ -48,11 +48,12 @@ class PipelineConfig:
     """
 
     seed: int = 0
-    alpha: float = 0.7  # p ∝ (n / N)^alpha over languages (mono) and over pairs (parallel), n in tokens
+    alpha: float = 0.7  # p ∝ (n / N)^alpha over languages (mono) and over pairs (parallel)
+    sampling_unit: str = "instances"  # n counts lines / pairs (the paper), or "tokens"
     mmlm_batch_size: int = 2048
     tlm_batch_size: int = 2048
     xlco_batch_size: int = 2048
-    block_size: int = 512  # MMLM block, <s> … </s>
+    block_size: int = 512  # longest MMLM block, <s> line </s> line </s> …
     tlm_max_length: int = 512  # <s> a </s> b </s>
     xlco_max_length: int = 512  # one view, <s> c </s> d </s>; the authors' code allows about 511 tokens a view
     mask_prob: float = 0.15  # share of eligible tokens selected
@@ -74,6 +75,8 @@ class PipelineConfig:
             raise ValueError(f"seed must be below 2**64, got {self.seed}")
         if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0 < self.alpha <= 1:
             raise ValueError(f"alpha must be in (0, 1], got {self.alpha!r}")
+        if self.sampling_unit not in SAMPLING_UNITS:
+            raise ValueError(f"sampling_unit must be one of {', '.join(SAMPLING_UNITS)}, got {self.sampling_unit!r}")
         for name in ("mmlm_batch_size", "tlm_batch_size", "xlco_batch_size"):
             integer(name, 0)
         integer("block_size", 3)
@@ -193,7 +196,8 @@ class DataPipeline:
                     f"{store.root}: no monolingual text, but mmlm_batch_size={config.mmlm_batch_size}; "
                     "prepare monolingual corpora or set mmlm_batch_size=0"
                 )
-            self.language_probabilities = language_probabilities(dict(zip(b.languages, b.mono_tokens.tolist())), config.alpha)
+            sizes = b.mono_lines if config.sampling_unit == "instances" else b.mono_tokens
+            self.language_probabilities = language_probabilities(dict(zip(b.languages, sizes.tolist())), config.alpha)
         wants_pairs = [o for o in ("tlm", "xlco") if o in enabled]
         if wants_pairs:
             if not b.parallel_tokens.sum():
@@ -202,7 +206,8 @@ class DataPipeline:
                     f"{store.root}: no parallel corpora (translation pairs), but {asked} need them; "
                     f"prepare parallel data or set {' and '.join(o + '_batch_size=0' for o in wants_pairs)}"
                 )
-            self.pair_probabilities = language_probabilities(dict(zip(b.pairs, b.parallel_tokens.tolist())), config.alpha)
+            sizes = b.num_pairs if config.sampling_unit == "instances" else b.parallel_tokens
+            self.pair_probabilities = language_probabilities(dict(zip(b.pairs, sizes.tolist())), config.alpha)
             non_empty = np.flatnonzero(b.parallel_tokens)
             if "xlco" in enabled and config.mixup and len(non_empty) == 1 and b.num_pairs[non_empty[0]] < 2:
                 raise StoreError(

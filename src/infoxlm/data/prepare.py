@@ -66,6 +66,7 @@ from infoxlm.data.store import (
     StoreError,
     TokenStore,
     corpus_lock,
+    mono_stream,
     read_json,
     remove_stale_partials,
 )
@@ -90,7 +91,7 @@ DEFAULT_MAX_LINE_TOKENS = 512
 LONG_LINE_CHARS_PER_TOKEN = 16
 # Part of every input fingerprint: bump it when cleaning or tokenizing changes, so that
 # stores prepared by an older version are no longer "up to date".
-PREPARE_VERSION = 1
+PREPARE_VERSION = 2  # 2: monolingual lines end with </s>
 
 
 @dataclass
@@ -506,11 +507,23 @@ def _write_monolingual_blocks(
     job: _Job, writer: CorpusWriter, progress: tqdm, encoded: Iterator[tuple[_MonoBlock, list[list[int]]]]
 ) -> None:
     stats, limit = job.stats, job.max_line_tokens
-    num_lines = num_tokens = num_documents = 0
+    num_lines = num_tokens = num_documents = stream_length = 0
     pending_start = False  # a document boundary not yet given to a line with tokens
+    # A block's lines wait until the next line with tokens says whether the last of them
+    # ends a document (and so gets a second </s>): (ids per line, ends-a-document per line).
+    held: tuple[list[list[int]], list[bool]] = ([], [])
     writer.append("lines.i64", np.zeros(1), OFFSET_DTYPE)
+
+    def write_held() -> None:
+        nonlocal stream_length
+        stream, line_ends = mono_stream(*held)
+        writer.append("tokens.u32", stream, TOKEN_DTYPE)
+        writer.append("lines.i64", stream_length + line_ends, OFFSET_DTYPE)
+        stream_length += len(stream)
+
     for block, token_lists in encoded:
         pieces: list[list[int]] = []
+        doc_ends: list[bool] = []
         doc_starts: list[int] = []  # indices of lines that begin a document
         for ids, opens_document, whole in zip(token_lists, block.opens, block.whole):
             pending_start |= opens_document
@@ -518,6 +531,9 @@ def _write_monolingual_blocks(
                 stats.skipped["no_tokens"] += 1
                 continue
             if pending_start:
+                previous = doc_ends or held[1]  # the line before this one ends a document
+                if previous:
+                    previous[-1] = True
                 doc_starts.append(num_lines + len(pieces))
                 pending_start = False
             if len(ids) <= limit:
@@ -525,18 +541,21 @@ def _write_monolingual_blocks(
             else:  # too long for one training sequence: consecutive pieces, same document
                 stats.long_lines += whole  # a piece of a cut line was counted when it was cut
                 pieces.extend(ids[start : start + limit] for start in range(0, len(ids), limit))
-        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-        block_tokens = int(lengths.sum())
-        writer.append("tokens.u32", _flatten(pieces, block_tokens), TOKEN_DTYPE)
-        writer.append("lines.i64", num_tokens + np.cumsum(lengths), OFFSET_DTYPE)
+            doc_ends.extend([False] * (len(pieces) - len(doc_ends)))
+        if pieces:
+            if held[0]:
+                write_held()
+            held = (pieces, doc_ends)
         writer.append("docs.i64", np.asarray(doc_starts, dtype=np.int64), OFFSET_DTYPE)
         num_documents += len(doc_starts)
         num_lines += len(pieces)
-        num_tokens += block_tokens
+        num_tokens += sum(map(len, pieces))
         progress.update(block.bytes_read)
         progress.set_postfix_str(f"{num_tokens:,} tokens", refresh=False)
     if num_lines == 0:
         raise DataError(f"{', '.join(map(str, job.paths))}: no line produced any token; expected text")
+    held[1][-1] = True  # the input's end ends the last document
+    write_held()
     writer.append("docs.i64", np.asarray([num_lines]), OFFSET_DTYPE)
     stats.counts = {"lines": num_lines, "documents": num_documents, "tokens": num_tokens}
 

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 
 from infoxlm.data.prepare import DEFAULT_MAX_LINE_TOKENS, prepare_monolingual, prepare_parallel
+from infoxlm.data.sampling import SAMPLING_UNITS
 from infoxlm.data.store_report import DEFAULT_ALPHA, format_report, store_report
 
 __all__ = ["add_prepare_commands"]
@@ -105,13 +106,18 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
         "inspect",
         help="counts per corpus and the sampling probabilities training will use",
         description="Print per-corpus counts and the sampling probabilities p_l ∝ (n_l/n)^alpha "
-        "(n counted in tokens, monolingual and parallel corpora separately). Exits non-zero "
-        "if the store is incomplete or damaged.",
+        "(monolingual and parallel corpora separately; n counted in lines and pairs, as training "
+        "does by default, or in tokens). Exits non-zero if the store is incomplete or damaged.",
     )
     inspect.add_argument("store", type=Path, metavar="STORE")
     inspect.add_argument(
         "--alpha", type=float, default=DEFAULT_ALPHA,
         help=f"sampling exponent in (0, 1] (default: {DEFAULT_ALPHA})",
+    )  # fmt: skip
+    inspect.add_argument(
+        "--sampling-unit", choices=SAMPLING_UNITS, default="instances",
+        help="what n_l counts: lines / pairs (instances, the paper's and training's default) or tokens; "
+        "match the run's data.sampling_unit",
     )  # fmt: skip
     inspect.add_argument(
         "--json", action="store_true",
@@ -162,7 +168,13 @@ def run_prepare_parallel(args: argparse.Namespace) -> int:
 
 
 def run_prepare_inspect(args: argparse.Namespace) -> int:
-    report = store_report(args.store, alpha=args.alpha, check_token_ids=args.check_token_ids, checksums=args.json)
+    report = store_report(
+        args.store,
+        alpha=args.alpha,
+        check_token_ids=args.check_token_ids,
+        checksums=args.json,
+        unit=args.sampling_unit,
+    )
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:

@@ -21,7 +21,10 @@ import numbers
 import operator
 from collections.abc import Mapping
 
-__all__ = ["language_probabilities"]
+__all__ = ["SAMPLING_UNITS", "language_probabilities"]
+
+# What n_l counts in pre-training: lines and translation pairs (the paper's "instances"), or tokens.
+SAMPLING_UNITS = ("instances", "tokens")
 
 
 def language_probabilities(counts: Mapping[str, int], alpha: float) -> dict[str, float]:

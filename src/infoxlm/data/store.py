@@ -7,14 +7,22 @@ One store holds any number of monolingual corpora (one per language) and paralle
       store.json                  format version + the tokenizer's identity (fingerprint, vocab size)
       tokenizer/                  a copy of that tokenizer (pre-training hands it on to exports)
       mono/de/                    a monolingual corpus
-        tokens.u32                every kept line's token ids, concatenated (no <s> / </s>)
-        lines.i64                 (N + 1) offsets into tokens: line i = tokens[lines[i]:lines[i+1]]
+        tokens.u32                the MMLM text stream: every kept line's token ids followed by
+                                  </s>, and one more </s> after a document's last line
+        lines.i64                 (N + 1) offsets into tokens: line i = tokens[lines[i]:lines[i+1]],
+                                  its </s> (and a document's closing </s>) included
         docs.i64                  (D + 1) offsets into lines: document j = lines docs[j] … docs[j+1]
         meta.json                 counts, skipped lines and why, sources; written last
       parallel/en-de/
-        src.tokens.u32  src.lines.i64   the first language's side (en)
+        src.tokens.u32  src.lines.i64   the first language's side (en), no special tokens
         tgt.tokens.u32  tgt.lines.i64   the second language's side (de); line i ↔ line i
         meta.json
+
+The monolingual stream is laid out as XLM-R's fairseq data is (every sentence ends with
+``</s>``; the blank line between documents is one more ``</s>``), so MMLM blocks cut from it
+(:mod:`~infoxlm.data.examples`) are plain slices and a model continued from XLM-R sees the
+sentence boundaries it was trained with. Format version 1 stored lines without ``</s>``; such
+a store is refused with the command that rebuilds it.
 
 A corpus is written into a hidden temporary directory and renamed into place only once it is
 complete (``meta.json`` included), so an interrupted prepare never leaves a corpus that looks
@@ -28,6 +36,7 @@ uint32; offsets little-endian int64.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -42,7 +51,8 @@ from ..errors import InfoXLMError
 from .created_paths import CreatedPaths, naming
 
 STORE_FORMAT = "infoxlm-token-store"
-STORE_VERSION = 1
+STORE_VERSION = 2  # 2: monolingual lines end with </s> (1: bare lines)
+EOS_ID = 2  # </s> in the XLM-R vocabulary layout every infoxlm tokenizer has
 TOKEN_DTYPE = np.dtype("<u4")
 OFFSET_DTYPE = np.dtype("<i8")
 PARTIAL_PREFIX = ".partial-"
@@ -120,6 +130,28 @@ def _check_count(meta: dict[str, Any], key: str, actual: int, path: Path) -> Non
         )
 
 
+def mono_stream(lines: list[list[int]], ends_document: list[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """A monolingual corpus's stream layout: (stream, line ends).
+
+    Each line's ids followed by ``</s>``, and by one more where ``ends_document``; line ends
+    (k,) int64 are offsets into the stream, one past each line's last ``</s>``.
+
+    >>> stream, ends = mono_stream([[7, 8], [9]], [False, True])
+    >>> stream.tolist(), ends.tolist()
+    ([7, 8, 2, 9, 2, 2], [3, 6])
+    """
+    lengths = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))  # (k,) ids per line
+    units = lengths + 1 + np.asarray(ends_document, dtype=np.int64)  # (k,) with the separators
+    line_ends = np.cumsum(units)  # (k,)
+    stream = np.full(int(line_ends[-1]) if len(lines) else 0, EOS_ID, dtype=TOKEN_DTYPE)
+    # Where each id goes: its line's start in the stream, plus its place in the line.
+    total = int(lengths.sum())
+    place = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    ids = np.fromiter(itertools.chain.from_iterable(lines), dtype=TOKEN_DTYPE, count=total)
+    stream[np.repeat(line_ends - units, lengths) + place] = ids
+    return stream, line_ends
+
+
 class TokenSequences:
     """Variable-length token sequences over one memory-mapped token file and its offsets."""
 
@@ -174,11 +206,19 @@ class MonoCorpus:
 
     @property
     def num_tokens(self) -> int:
-        return self.lines.num_tokens
+        """Text tokens: the stream without the ``</s>`` after each line and each document."""
+        documents = np.count_nonzero(np.diff(self.doc_offsets))  # an empty one has no closing </s>
+        return self.lines.num_tokens - self.num_lines - int(documents)
 
     @property
     def num_lines(self) -> int:
         return len(self.lines)
+
+    def text(self, i: int) -> np.ndarray:
+        """Token ids of line i without its ``</s>`` (nor a document's closing one)."""
+        j = np.searchsorted(self.doc_offsets, i + 1)  # i ends its document when i + 1 is a boundary
+        closes_document = j < len(self.doc_offsets) and self.doc_offsets[j] == i + 1
+        return self.lines[i][: -2 if closes_document else -1]
 
     @property
     def num_documents(self) -> int:
@@ -188,9 +228,24 @@ class MonoCorpus:
         """Raise StoreError unless offsets, documents and meta.json counts are consistent."""
         self.lines.verify(vocab_size)
         _check_offsets(self.doc_offsets, self.num_lines, self.path / "docs.i64", "lines")
+        self._check_line_ends()
         _check_count(self.meta, "lines", self.num_lines, self.path)
         _check_count(self.meta, "documents", self.num_documents, self.path)
         _check_count(self.meta, "tokens", self.num_tokens, self.path)
+
+
+    def _check_line_ends(self) -> None:
+        """Every line of the stream must be non-empty and end with ``</s>``."""
+        step = 1 << 24
+        for start in range(0, self.num_lines, step):
+            offsets = np.asarray(self.lines.offsets[start : start + step + 1])  # (k + 1,)
+            ends = offsets[1:]  # (k,) one past each line's last token
+            ok = (ends > offsets[:-1]) & (self.lines.tokens[np.maximum(ends - 1, 0)] == EOS_ID)
+            if not ok.all():
+                raise StoreError(
+                    f"{self.path}/tokens.u32: line {start + int(np.argmin(ok))} does not end with </s>; "
+                    "the corpus is damaged (prepare it again)"
+                )
 
 
 @dataclass
@@ -270,6 +325,12 @@ class TokenStore:
         if not (root / "store.json").is_file():
             raise StoreError(f"{root}: not a token store (no store.json); create one with `infoxlm prepare`")
         info = read_json(root / "store.json")
+        if info.get("format") == STORE_FORMAT and info.get("version") == 1:
+            raise StoreError(
+                f"{root}: a token store of format version 1 (monolingual lines without </s>); this infoxlm "
+                f"reads version {STORE_VERSION}. Run the same `infoxlm prepare` commands into a new --output "
+                "(parallel corpora are unchanged; monolingual ones are laid out as XLM-R's data)"
+            )
         if info.get("format") != STORE_FORMAT or info.get("version") != STORE_VERSION:
             raise StoreError(
                 f"{root}/store.json: format {info.get('format')!r} version {info.get('version')!r}; "

@@ -1,11 +1,13 @@
 """What a token store holds, and how training will sample from it (``infoxlm prepare inspect``).
 
 Training draws monolingual text (MMLM) and parallel text (TLM, XLCO) from separate pools,
-so probabilities are computed per pool with XLM-R's smoothing, n counted in tokens:
+so probabilities are computed per pool with XLM-R's smoothing:
 
     p_l ∝ (n_l / n) ** alpha        (alpha = 0.7 by default, as for XLM-R's training data)
 
-where n_l is the number of tokens of language l (of both sides, for a pair). The report is
+where n_l counts the instances of corpus l (lines of a language, translation pairs of a
+pair: the paper's unit and training's default) or, with ``unit="tokens"``, its tokens (of
+both sides, for a pair). The report is
 produced only for a complete store: a missing ``store.json``, no corpus at all, no
 ``tokenizer/`` copy, a ``.partial-*`` leftover of an interrupted prepare or a damaged corpus
 raise :class:`~infoxlm.data.store.StoreError` instead.
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from infoxlm.data.sampling import language_probabilities
+from infoxlm.data.sampling import SAMPLING_UNITS, language_probabilities
 from infoxlm.data.store import TOKENIZER_DIR, MonoCorpus, ParallelCorpus, StoreError, TokenStore
 from infoxlm.errors import DataError
 
@@ -50,7 +52,11 @@ def corpus_checksum(corpus: MonoCorpus | ParallelCorpus) -> str:
 
 
 def store_report(
-    root: str | Path, alpha: float = DEFAULT_ALPHA, check_token_ids: bool = False, checksums: bool = False
+    root: str | Path,
+    alpha: float = DEFAULT_ALPHA,
+    check_token_ids: bool = False,
+    checksums: bool = False,
+    unit: str = "instances",
 ) -> dict[str, Any]:
     """Counts per corpus and the sampling probabilities, as a JSON-serialisable dict.
 
@@ -60,8 +66,10 @@ def store_report(
         StoreError: not a store, no corpora, no tokenizer copy, leftovers of an interrupted prepare, or a
             damaged corpus (offsets that do not match the token file, counts that disagree
             with meta.json, token ids outside the vocabulary if ``check_token_ids``).
-        DataError: ``alpha`` outside (0, 1].
+        DataError: ``alpha`` outside (0, 1], or ``unit`` not one of SAMPLING_UNITS.
     """
+    if unit not in SAMPLING_UNITS:
+        raise DataError(f"sampling unit {unit!r} is invalid; expected one of {', '.join(SAMPLING_UNITS)}")
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha <= 1:
         raise DataError(f"alpha={alpha!r} is invalid; expected a number in (0, 1]")
     store = TokenStore.open(root)
@@ -95,16 +103,19 @@ def store_report(
         }
         for pair, corpus in store.parallel.items()
     }
-    for pool in (mono, parallel):
-        if pool and any(entry["tokens"] for entry in pool.values()):
-            probabilities = language_probabilities({name: entry["tokens"] for name, entry in pool.items()}, alpha)
+    for pool, instances in ((mono, "lines"), (parallel, "pairs")):
+        size = instances if unit == "instances" else "tokens"
+        if pool and any(entry[size] for entry in pool.values()):
+            probabilities = language_probabilities({name: entry[size] for name, entry in pool.items()}, alpha)
             for name, entry in pool.items():
                 entry["probability"] = probabilities[name]
     return {
         "store": str(store.root),
         "tokenizer": store.info.get("tokenizer", {}),
         "alpha": float(alpha),
-        "sampling": "p_l ∝ (n_l/n)^alpha with n_l = tokens of l, per pool (mono, parallel)",
+        "sampling_unit": unit,
+        "sampling": "p_l ∝ (n_l/n)^alpha per pool, n_l = "
+        + ("lines (mono) / pairs (parallel) of l" if unit == "instances" else "tokens of l"),
         "mono": mono,
         "parallel": parallel,
     }
@@ -124,8 +135,9 @@ def format_report(report: dict[str, Any]) -> str:
         "",
     ]
     alpha = report["alpha"]
+    by_tokens = report.get("sampling_unit") == "tokens"
 
-    lines.append(f"Monolingual corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in tokens")
+    lines.append(f"Monolingual corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in {'tokens' if by_tokens else 'lines'}")
     if report["mono"]:
         rows = [("lang", "lines", "documents", "tokens", "p", "skipped")]
         for language, entry in report["mono"].items():
@@ -144,7 +156,8 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append("  none")
     lines.append("")
 
-    lines.append(f"Parallel corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in tokens (both sides)")
+    unit = "tokens (both sides)" if by_tokens else "pairs"
+    lines.append(f"Parallel corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in {unit}")
     if report["parallel"]:
         rows = [("pair", "pairs", "tokens", "p", "skipped")]
         for pair, entry in report["parallel"].items():
