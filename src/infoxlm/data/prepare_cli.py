@@ -58,8 +58,9 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``prepare mono``, ``prepare parallel`` and ``prepare inspect``."""
+def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """Register ``prepare mono``, ``prepare parallel`` and ``prepare inspect``; returns the
+    ``prepare`` group's sub-parsers, where higher layers add theirs (``prepare show``)."""
     prepare = subparsers.add_parser(
         "prepare",
         help="tokenize raw text into a token store; inspect a store",
@@ -129,7 +130,7 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
         help="also read every token and check it is inside the vocabulary (reads the whole store)",
     )  # fmt: skip
     inspect.set_defaults(func=run_prepare_inspect)
-    return prepare
+    return commands
 
 
 def run_prepare_mono(args: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ from ..objectives.xlco import MomentumContrast, momentum_at
 from ..outputs import atomic_dir, atomic_file, check_output_dir
 from ..tokenizer import Tokenizer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from .config import TrainConfig
+from .config import TrainConfig, resolve_config
 from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, barrier, init_world, shutdown
 from .joint_model import JointModel, MicroStepLosses
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
@@ -52,12 +52,6 @@ STORE_IDENTITY_FILE = "store_identity.json"  # RUN/: the store identity of the l
 
 class TrainingError(InfoXLMError):
     """A run that cannot start or continue (config clash, non-finite loss, …)."""
-
-
-def resolve_config(config: TrainConfig) -> TrainConfig:
-    """The one seed of the run decides the data as well."""
-    config.data = dataclasses.replace(config.data, seed=config.run.seed)
-    return config
 
 
 class Trainer:
