@@ -187,6 +187,7 @@ class DataPipeline:
         self.builder = ExampleBuilder(store, config.block_size, config.tlm_max_length, config.xlco_max_length)
         b = self.builder
         enabled = config.enabled
+        mono_sizes, pair_sizes = store.sampling_sizes(config.sampling_unit)
         self.language_probabilities: dict[str, float] = {}
         self.pair_probabilities: dict[str, float] = {}
 
@@ -196,8 +197,7 @@ class DataPipeline:
                     f"{store.root}: no monolingual text, but mmlm_batch_size={config.mmlm_batch_size}; "
                     "prepare monolingual corpora or set mmlm_batch_size=0"
                 )
-            sizes = b.mono_lines if config.sampling_unit == "instances" else b.mono_tokens
-            self.language_probabilities = language_probabilities(dict(zip(b.languages, sizes.tolist())), config.alpha)
+            self.language_probabilities = language_probabilities(mono_sizes, config.alpha)
         wants_pairs = [o for o in ("tlm", "xlco") if o in enabled]
         if wants_pairs:
             if not b.parallel_tokens.sum():
@@ -206,8 +206,7 @@ class DataPipeline:
                     f"{store.root}: no parallel corpora (translation pairs), but {asked} need them; "
                     f"prepare parallel data or set {' and '.join(o + '_batch_size=0' for o in wants_pairs)}"
                 )
-            sizes = b.num_pairs if config.sampling_unit == "instances" else b.parallel_tokens
-            self.pair_probabilities = language_probabilities(dict(zip(b.pairs, sizes.tolist())), config.alpha)
+            self.pair_probabilities = language_probabilities(pair_sizes, config.alpha)
             non_empty = np.flatnonzero(b.parallel_tokens)
             if "xlco" in enabled and config.mixup and len(non_empty) == 1 and b.num_pairs[non_empty[0]] < 2:
                 raise StoreError(

@@ -207,7 +207,7 @@ class Trainer:
         if not self.world.is_main:
             return
         # Each file complete or absent: a torn config.json would make the run directory unrecognisable.
-        summary = data_summary(self.store, self.config.data.alpha)  # for the model cards of its exports
+        summary = data_summary(self.store, self.config.data.alpha, self.config.data.sampling_unit)  # for the model cards of its exports
         for name, text in (
             ("config.json", self.config.to_json()),
             (STORE_IDENTITY_FILE, json.dumps(self.store_identity, indent=2, sort_keys=True)),
