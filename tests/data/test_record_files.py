@@ -338,3 +338,13 @@ def test_bad_parallel_input(tmp_path, tiny_model_dir):
     with pytest.raises(DataError, match="give either --tsv or --src with --tgt .*, not --tsv and --input"):
         prepare_parallel("en-de", tiny_model_dir, tmp_path / "s", tsv=text, input=path)
     assert not (tmp_path / "s").exists()
+
+
+def test_progress_counts_the_bytes_of_every_format(tmp_path, tiny_model_dir, capsys):
+    inputs = mono_inputs(tmp_path)
+    (inputs["parts"] / "README.md").write_text("Not read, so not counted.\n")
+    for name in ("de.jsonl.gz", "de.parquet", "parts", "saved"):
+        args = ["prepare", "mono", "--lang", "de", "--input", str(inputs[name]), "--tokenizer", str(tiny_model_dir)]
+        assert infoxlm_main(args + ["--output", str(tmp_path / f"S_{name}")]) == 0
+        err = capsys.readouterr().err
+        assert "de: 100%" in err and "B/s" in err, (name, err)

@@ -80,8 +80,9 @@ class InputSource:
         return sorted(self.path.rglob("*.parquet"), key=lambda p: p.relative_to(self.path).as_posix())
 
     def fingerprint_record(self) -> dict[str, Any]:
-        """``{"path", "bytes", "mtime_ns"}`` of a file (as for text files), with ``files``
-        (``[relative path, bytes, mtime_ns]`` each) for a directory, or ``{"dataset"}``."""
+        """``{"path", "bytes", "mtime_ns"}`` of a file (as for text files); for a directory
+        ``files`` (``[relative path, bytes, mtime_ns]`` of each) and in ``bytes`` the size of
+        the data files read; for ``hf:`` the dataset as ``path`` and ``bytes`` None."""
         if self.dataset is not None:
             return {"path": str(self.dataset), "bytes": None, "format": self.kind}
         assert self.path is not None
@@ -93,7 +94,8 @@ class InputSource:
         for file in sorted(p for p in self.path.rglob("*") if p.is_file()):
             stat = file.stat()
             files.append([file.relative_to(self.path).as_posix(), stat.st_size, stat.st_mtime_ns])
-        total = sum(size for _, size, _ in files)
+        read = ".parquet" if self.kind == "parquet" else ".arrow"  # the bytes progress counts
+        total = sum(size for name, size, _ in files if name.endswith(read))
         return {"path": str(self.path.resolve()), "bytes": total, "files": files, "format": self.kind}
 
 

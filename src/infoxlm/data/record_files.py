@@ -281,6 +281,8 @@ def _saved_dataset_batches(
                 done = raw.tell()
                 yield _RecordBatch(_columns(batch, fields), numbers, done - reported, source.path)
                 reported = done
+            rest = path.stat().st_size - reported  # the stream's end marker: progress ends at 100%
+            yield _RecordBatch({field: [] for field in fields}, range(row, row), rest, source.path)
 
 
 def _saved_dataset_files(path: Path) -> list[Path]:
