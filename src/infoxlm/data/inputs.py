@@ -46,7 +46,9 @@ class HubDataset:
     def parse(cls, spec: str) -> HubDataset:
         parts = spec[len(HF_PREFIX) :].split(":")
         if not parts[0] or len(parts) > 3 or any(not part for part in parts[1:]):
-            raise DataError(f"{spec}: not a dataset name; expected hf:NAME[:CONFIG][:SPLIT], e.g. hf:wikitext:wikitext-2-raw-v1:train")
+            raise DataError(
+                f"{spec}: not a dataset name; expected hf:NAME[:CONFIG][:SPLIT], e.g. hf:wikitext:wikitext-2-raw-v1:train"
+            )
         name, config, split = (parts + [None, None])[:3]
         return cls(name, config, split or "train")
 

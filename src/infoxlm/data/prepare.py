@@ -731,8 +731,8 @@ def _write_tsv(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
 
 
 def _write_records(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
-    fields = job.fields
-    blocks = record_pair_blocks(job.inputs[0], fields["src_field"], fields["tgt_field"], job.block_bytes, job.skip_invalid)
+    src_field, tgt_field = job.fields["src_field"], job.fields["tgt_field"]
+    blocks = record_pair_blocks(job.inputs[0], src_field, tgt_field, job.block_bytes, job.skip_invalid)
     _write_pairs(job, writer, progress, blocks)
 
 

@@ -34,8 +34,9 @@ Input: UTF-8 text, one sentence or paragraph per line, plain or compressed (.gz,
 directory, or hf:NAME[:CONFIG][:SPLIT] (a Hugging Face Hub dataset, streamed; offline, read
 from the local cache). Parquet and save_to_disk need `pip install 'infoxlm[parquet]'`, hf:
 needs `pip install 'infoxlm[hf-datasets]'`. A record's value is a line of text (newlines
-split it into lines); null or "" is an empty line; any other type is an error. Every line is NFC-normalised, control characters and invisible formatting
-characters are removed (ZWJ/ZWNJ kept), and lines that end up empty are skipped and counted.
+split it into lines); null or "" is an empty line; any other type is an error.
+Every line is NFC-normalised, control characters and invisible formatting characters are
+removed (ZWJ/ZWNJ kept), and lines that end up empty are skipped and counted.
 Output: STORE/{mono/LANG | parallel/SRC-TGT}/ with uint32 token ids, int64 offsets and
 meta.json; STORE/store.json names the tokenizer, and every corpus of a store must use it.
 Running the same command again does nothing ("LANG: up to date") unless an input, an option
@@ -95,7 +96,8 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     )  # fmt: skip
     mono.add_argument(
         "--doc-field", metavar="NAME",
-        help="a record field identifying the document: a change of its value ends a document",
+        help="a record field identifying the document (id, url): a change of its value ends a "
+        "document; without it, records do not end documents by themselves",
     )  # fmt: skip
     _add_common_options(mono)
     mono.set_defaults(func=run_prepare_mono)
@@ -122,8 +124,12 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
         help="instead: records (.jsonl, .parquet, a directory of .parquet files or of "
         "datasets.save_to_disk, hf:NAME[:CONFIG][:SPLIT]) with the two sides in two fields",
     )  # fmt: skip
-    parallel.add_argument("--src-field", metavar="NAME", help="the --input field of the source side (default: SRC)")
-    parallel.add_argument("--tgt-field", metavar="NAME", help="the --input field of the target side (default: TGT)")
+    parallel.add_argument(
+        "--src-field", metavar="NAME", help="the --input field of the source side (default: the SRC code, e.g. en)"
+    )  # fmt: skip
+    parallel.add_argument(
+        "--tgt-field", metavar="NAME", help="the --input field of the target side (default: the TGT code, e.g. de)"
+    )  # fmt: skip
     parallel.add_argument(
         "--allow-non-english-pair", action="store_true",
         help="accept a pair without English (InfoXLM pivots on English)",

@@ -57,6 +57,7 @@ class _Invalid:
 
 
 INVALID = _Invalid()
+_NO_DOCUMENT = object()  # the document id before an input's first record
 
 
 def require_package(name: str, what: str) -> ModuleType:
@@ -127,7 +128,6 @@ def record_pair_blocks(
         yield PairBlock(sides[0], sides[1], batch.progress)
 
 
-_NO_DOCUMENT = object()  # before the first record of an input
 _KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object"}
 
 
@@ -272,7 +272,9 @@ def _saved_dataset_batches(
             try:
                 reader = pyarrow.ipc.open_stream(raw)
             except Exception as exc:  # pyarrow.ArrowInvalid and kin
-                raise DataError(f"{path}: cannot read as an Arrow stream ({exc}); expected a save_to_disk file") from None
+                raise DataError(
+                    f"{path}: cannot read as an Arrow stream ({exc}); expected a save_to_disk file"
+                ) from None
             _check_schema(reader.schema, text_fields, doc_field, source.path)
             reported = 0
             for batch in reader:
@@ -293,7 +295,9 @@ def _saved_dataset_files(path: Path) -> list[Path]:
         raise DataError(f"{state}: unreadable ({exc}); expected the state.json of datasets.save_to_disk") from None
     for file in files:
         if not file.is_file():
-            raise DataError(f"{file}: no such file, though {state} lists it; expected a complete save_to_disk directory")
+            raise DataError(
+                f"{file}: no such file, though {state} lists it; expected a complete save_to_disk directory"
+            )
     return files
 
 
@@ -306,7 +310,9 @@ def _hub_batches(dataset: HubDataset, text_fields: list[str], doc_field: str | N
         try:
             chunk = [record for _, record in zip(range(BATCH_ROWS), rows)]
         except Exception as exc:  # a connection lost while streaming, a damaged cache file
-            raise DataError(f"{dataset}: reading stopped at row {row} ({_first_line(exc)}); expected a readable dataset") from None
+            raise DataError(
+                f"{dataset}: reading stopped at row {row} ({_first_line(exc)}); expected a readable dataset"
+            ) from None
         if not chunk:
             return
         for field in fields:
