@@ -25,6 +25,13 @@ that other corpora have joined meanwhile is kept.
 Re-running is cheap: meta.json records a fingerprint of the inputs (resolved paths, sizes,
 modification times), the options and the tokenizer; when it matches, nothing is done.
 
+With ``shard=(i, n)`` a call prepares only the i-th of n parts of the input (planned by
+:mod:`~infoxlm.data.shards`) into a store of its own; meta.json's ``shard`` records which
+part, the whole input's fingerprint, and whether the part's first line begins a document of
+the whole input and its last document ends there, so that :mod:`~infoxlm.data.merge` can join
+the parts into exactly the corpus one call over the whole input writes. ``dedup`` is refused
+with a shard (a shard cannot see the lines of the others).
+
 Example::
 
     >>> result = prepare_monolingual("de", ["de.txt"], "tok/", "store/")   # doctest: +SKIP
@@ -57,6 +64,7 @@ from infoxlm.data.created_paths import CreatedPaths
 from infoxlm.data.languages import canonical_language, language_name, parse_language_pair
 from infoxlm.data.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
 from infoxlm.data.prefetch import prefetch
+from infoxlm.data.shards import FilePart, ShardPlan, plan_aligned_shard, plan_shard
 from infoxlm.data.store import (
     OFFSET_DTYPE,
     TOKEN_DTYPE,
@@ -137,6 +145,7 @@ def prepare_monolingual(
     force: bool = False,
     show_progress: bool = True,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    shard: tuple[int, int] | None = None,
 ) -> PrepareResult:
     """Tokenize monolingual text files into ``output/mono/<language>``.
 
@@ -151,12 +160,14 @@ def prepare_monolingual(
             ``skip_invalid``: such lines are then skipped and counted).
 
     ``dedup`` drops every line (after cleaning) that appeared before in these inputs,
-    counted as ``skipped["duplicate"]``.
+    counted as ``skipped["duplicate"]``. ``shard=(i, n)`` prepares only the i-th of n parts
+    of the inputs (see the module's docstring).
         StoreError: ``output`` was written with another tokenizer.
     """
     language = canonical_language(language)
     paths = _existing_files(inputs, "--input")
-    job = _Job("mono", language, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup)
+    plan = plan_shard(paths, _no_dedup(shard, dedup)) if shard is not None else None
+    job = _Job("mono", language, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup, plan)
     job.extra_meta = {"language": language, "language_name": language_name(language)}
     return job.run(force, show_progress, _write_monolingual)
 
@@ -176,6 +187,7 @@ def prepare_parallel(
     force: bool = False,
     show_progress: bool = True,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    shard: tuple[int, int] | None = None,
 ) -> PrepareResult:
     """Tokenize translation pairs into ``output/parallel/<src>-<tgt>``.
 
@@ -191,7 +203,8 @@ def prepare_parallel(
             columns, invalid UTF-8 (unless ``skip_invalid``).
 
     ``dedup`` drops every pair (both sides, after cleaning) that appeared before, counted as
-    ``skipped["duplicate"]``.
+    ``skipped["duplicate"]``. ``shard=(i, n)`` prepares only the i-th of n parts of the pairs
+    (a TSV file split as monolingual input is; two files by the same line ranges).
         StoreError: ``output`` was written with another tokenizer.
     """
     src_language, tgt_language = parse_language_pair(pair, allow_non_english)
@@ -204,7 +217,11 @@ def prepare_parallel(
         paths = _existing_files([src, tgt], "--src/--tgt")
     else:
         raise DataError(f"parallel corpus {name} needs --src and --tgt files, or one --tsv file")
-    job = _Job("parallel", name, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup)
+    plan = None
+    if shard is not None:
+        shard = _no_dedup(shard, dedup)
+        plan = plan_shard(paths, shard) if tsv is not None else plan_aligned_shard(*paths, shard)
+    job = _Job("parallel", name, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup, plan)
     job.extra_meta = {"languages": {"src": src_language, "tgt": tgt_language}, "format": "tsv" if tsv else "two files"}
     return job.run(force, show_progress, _write_tsv if tsv is not None else _write_two_files)
 
@@ -212,6 +229,15 @@ def prepare_parallel(
 # --------------------------------------------------------------------------------------
 # The job: validation, up-to-date check, store handling and meta.json around one writer
 # --------------------------------------------------------------------------------------
+
+
+def _no_dedup(shard: tuple[int, int], dedup: bool) -> tuple[int, int]:
+    if dedup:
+        raise DataError(
+            "--dedup cannot be combined with --shard: a shard sees only its own lines, so lines repeated "
+            "in other shards would stay; expected one of the two (prepare without --shard to drop duplicates)"
+        )
+    return shard
 
 
 def _existing_files(inputs: Sequence[PathLike], flag: str) -> list[Path]:
@@ -242,6 +268,9 @@ class _Stats:
     lines_per_file: dict[Path, int] = field(default_factory=dict)  # kept lines (or pairs) per file
     text_lines_per_file: dict[Path, int] = field(default_factory=dict)  # mono: non-empty, duplicates too
     counts: dict[str, int] = field(default_factory=dict)
+    # Mono shards: a document boundary of the whole input before the first line, after the last.
+    opens_document: bool | None = None
+    closes_document: bool = False
 
 
 class _Job:
@@ -258,6 +287,7 @@ class _Job:
         skip_invalid: bool,
         block_bytes: int,
         dedup: bool = False,
+        plan: ShardPlan | None = None,
     ):
         if isinstance(max_line_tokens, bool) or not isinstance(max_line_tokens, int) or max_line_tokens < 1:
             raise DataError(f"max_line_tokens={max_line_tokens!r} is invalid; expected an integer >= 1")
@@ -270,6 +300,7 @@ class _Job:
         # 16-byte digests of the lines (pairs) kept so far: about 100 bytes of memory each.
         self.seen: set[bytes] | None = set() if dedup else None
         self.block_bytes = block_bytes
+        self.plan = plan
         self.extra_meta: dict[str, Any] = {}
         self.stats = _Stats()
         if dedup:
@@ -279,6 +310,13 @@ class _Job:
     @property
     def corpus_path(self) -> Path:
         return self.root / self.kind / self.name
+
+    def parts(self) -> tuple[FilePart, ...]:
+        """What this job reads: its shard's file parts, else every input file whole."""
+        return self.plan.parts if self.plan is not None else tuple(FilePart(path) for path in self.paths)
+
+    def reads_whole(self, path: Path) -> bool:
+        return any(part.path == path and part.whole for part in self.parts())
 
     def options(self) -> dict[str, Any]:
         options = {"max_line_tokens": self.max_line_tokens, "skip_invalid": self.skip_invalid}
@@ -321,6 +359,13 @@ class _Job:
         }
         return hashlib.sha256(json.dumps(record, sort_keys=True).encode("utf-8")).hexdigest()
 
+    def corpus_fingerprint(self) -> str:
+        """The input fingerprint, and for a shard which part of the input it holds."""
+        if self.plan is None:
+            return self.input_fingerprint()
+        record = {"input": self.input_fingerprint(), "shard": [self.plan.index, self.plan.count]}
+        return hashlib.sha256(json.dumps(record).encode("utf-8")).hexdigest()
+
     def existing_corpus_matches(self, fingerprint: str) -> dict[str, Any] | None:
         """meta.json of an intact corpus prepared from exactly these inputs, else None."""
         meta_path = self.corpus_path / "meta.json"
@@ -339,7 +384,7 @@ class _Job:
         # The tokenizers library runs encode_batch on all cores unless this says "false";
         # "true" also keeps it on in a forked child, where it would otherwise switch off.
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-        fingerprint = self.input_fingerprint()
+        fingerprint = self.corpus_fingerprint()
         # Everything made below is taken back if anything fails before the corpus is in place.
         with CreatedPaths(self.root) as created:
             TokenStore.ensure(self.root, self.tokenizer.identity(), self.tokenizer.save_pretrained, created)
@@ -350,7 +395,10 @@ class _Job:
                     if meta is not None:
                         return PrepareResult(self.kind, self.name, self.corpus_path, meta, up_to_date=True)
                 started = time.monotonic()
-                total_bytes = sum(source["bytes"] for source in self.sources())
+                total_bytes = sum(
+                    part.byte_range[1] - part.byte_range[0] if part.byte_range else part.path.stat().st_size
+                    for part in self.parts()
+                )
                 created.mkdir(self.root / self.kind)
                 with tqdm(
                     total=total_bytes,
@@ -386,11 +434,21 @@ class _Job:
                 for path, source in zip(self.paths, self.sources())
             ],
             "options": self.options(),
+            **({"shard": self.shard_meta()} if self.plan is not None else {}),
             "input_fingerprint": fingerprint,
             "prepared_with": {"infoxlm": __version__, "prepare_version": PREPARE_VERSION},
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(seconds, 3),
         }
+
+    def shard_meta(self) -> dict[str, Any]:
+        """meta.json's ``shard``: which part, of which input, and how its ends meet the others."""
+        shard = {**self.plan.meta(), "input_fingerprint": self.input_fingerprint()}
+        if self.kind == "mono":
+            closes = self.stats.closes_document
+            opens = closes if self.stats.opens_document is None else self.stats.opens_document  # None: no line
+            shard.update(opens_document=opens, closes_document=closes)
+        return shard
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer.encode_batch(texts, add_special_tokens=False) if texts else []
@@ -451,10 +509,13 @@ class _MonoBlock:
 def _read_monolingual(job: _Job) -> Iterator[_MonoBlock]:
     """Clean every file's lines, drop empty ones and mark where documents begin."""
     stats = job.stats
-    for path in job.paths:
+    parts = job.parts()
+    starts_document = False  # a file begins a document, and so does a blank line
+    for part in parts:
+        path = part.path
         stats.lines_per_file[path] = 0
-        starts_document = True  # a file begins a document, and so does a blank line
-        for block in iter_line_blocks(path, job.block_bytes, job.skip_invalid):
+        starts_document |= part.starts_file
+        for block in iter_line_blocks(path, job.block_bytes, job.skip_invalid, **part.read_options()):
             stats.input_lines += len(block.lines)
             texts: list[str] = []
             opens: list[bool] = []
@@ -491,7 +552,10 @@ def _read_monolingual(job: _Job) -> Iterator[_MonoBlock]:
             stats.lines_per_file[path] += kept
             stats.text_lines_per_file[path] = stats.text_lines_per_file.get(path, 0) + kept + duplicates
             yield _MonoBlock(texts, opens, whole, block.bytes_read)
-        job.check_not_empty(path)
+        if part.whole:
+            job.check_not_empty(path)
+    # A blank line or a file's end after the last line: the input's last document ends here.
+    stats.closes_document = starts_document or bool(parts and parts[-1].ends_file)
 
 
 def _write_monolingual(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
@@ -513,6 +577,7 @@ def _write_monolingual_blocks(
     # ends a document (and so gets a second </s>): (ids per line, ends-a-document per line).
     held: tuple[list[list[int]], list[bool]] = ([], [])
     writer.append("lines.i64", np.zeros(1), OFFSET_DTYPE)
+    writer.append("tokens.u32", np.zeros(0), TOKEN_DTYPE)  # exists also for an empty shard
 
     def write_held() -> None:
         nonlocal stream_length
@@ -530,6 +595,8 @@ def _write_monolingual_blocks(
             if not ids:  # e.g. only characters the tokenizer's normaliser drops
                 stats.skipped["no_tokens"] += 1
                 continue
+            if not num_lines and not pieces:  # the first line begins a document, also in a shard
+                stats.opens_document, pending_start = pending_start, True  # that starts inside one
             if pending_start:
                 previous = doc_ends or held[1]  # the line before this one ends a document
                 if previous:
@@ -552,10 +619,12 @@ def _write_monolingual_blocks(
         num_tokens += sum(map(len, pieces))
         progress.update(block.bytes_read)
         progress.set_postfix_str(f"{num_tokens:,} tokens", refresh=False)
-    if num_lines == 0:
+    stats.closes_document |= pending_start
+    if num_lines == 0 and job.plan is None:
         raise DataError(f"{', '.join(map(str, job.paths))}: no line produced any token; expected text")
-    held[1][-1] = True  # the input's end ends the last document
-    write_held()
+    if num_lines:  # (a shard may hold no line: merge skips it)
+        held[1][-1] = True  # the input's end ends the last document
+        write_held()
     writer.append("docs.i64", np.asarray([num_lines]), OFFSET_DTYPE)
     stats.counts = {"lines": num_lines, "documents": num_documents, "tokens": num_tokens}
 
@@ -597,7 +666,8 @@ def _read_pairs(job: _Job, blocks: Iterator[PairBlock]) -> Iterator[tuple[list[s
             stats.lines_per_file[job.paths[0]] += len(kept_src)
         yield kept_src, kept_tgt, block.bytes_read
     for path in job.paths:
-        job.check_not_empty(path)
+        if job.reads_whole(path):
+            job.check_not_empty(path)
 
 
 def _first_chars(text: str, max_chars: int) -> str:
@@ -629,6 +699,7 @@ def _write_pair_blocks(
     num_tokens = {"src": 0, "tgt": 0}
     for side in ("src", "tgt"):
         writer.append(f"{side}.lines.i64", np.zeros(1), OFFSET_DTYPE)
+        writer.append(f"{side}.tokens.u32", np.zeros(0), TOKEN_DTYPE)  # exists also for an empty shard
     for num_src, token_lists, bytes_read in encoded:
         pieces: dict[str, list[list[int]]] = {"src": [], "tgt": []}
         for src_ids, tgt_ids in zip(token_lists[:num_src], token_lists[num_src:]):
@@ -648,7 +719,7 @@ def _write_pair_blocks(
         num_pairs += len(pieces["src"])
         progress.update(bytes_read)
         progress.set_postfix_str(f"{num_pairs:,} pairs", refresh=False)
-    if num_pairs == 0:
+    if num_pairs == 0 and job.plan is None:
         raise DataError(f"{', '.join(map(str, job.paths))}: no pair has text on both sides; expected translations")
     stats.counts = {
         "pairs": num_pairs,
@@ -660,10 +731,16 @@ def _write_pair_blocks(
 
 def _write_two_files(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
     src_path, tgt_path = job.paths
-    blocks = read_aligned_pairs(src_path, tgt_path, job.block_bytes, job.skip_invalid)
+    line_range = job.plan.parts[0].line_range if job.plan is not None else None
+    blocks = read_aligned_pairs(src_path, tgt_path, job.block_bytes, job.skip_invalid, line_range)
     _write_pairs(job, writer, progress, blocks)
 
 
 def _write_tsv(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
-    blocks = read_tsv_pairs(job.paths[0], job.block_bytes, job.skip_invalid)
+    parts = job.parts()  # none: a shard whose part of the file is empty
+    blocks = (
+        read_tsv_pairs(parts[0].path, job.block_bytes, job.skip_invalid, **parts[0].read_options())
+        if parts
+        else iter(())
+    )
     _write_pairs(job, writer, progress, blocks)
