@@ -125,7 +125,8 @@ class PrepareResult:
         skipped = {reason: n for reason, n in self.meta["skipped"].items() if n}
         if skipped:
             text += " (skipped " + ", ".join(f"{reason} {n:,}" for reason, n in skipped.items()) + ")"
-        return text + f" -> {self.path}"
+        shard = self.meta.get("shard")
+        return text + f" -> {self.path}" + (f" (shard {shard['index']}/{shard['count']})" if shard else "")
 
 
 # --------------------------------------------------------------------------------------
