@@ -152,7 +152,7 @@ def main() -> None:
     for lang, lines in SENTENCES.items():
         (text_dir / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     files = {lang: [text_dir / f"{lang}.txt"] for lang in SENTENCES}
-    tokenizer = infoxlm.Tokenizer.train(files, args.output / "tokenizer", vocab_size=400, show_progress=False)
+    tokenizer = infoxlm.train_tokenizer(files, args.output / "tokenizer", vocab_size=400, show_progress=False)
     print(f"    {tokenizer.vocab_size} pieces; '{SENTENCES['de'][2]}' → {tokenizer.encode(SENTENCES['de'][2])}")
 
     step(2, "building a small XLM-R encoder and saving it as a Hugging Face directory")

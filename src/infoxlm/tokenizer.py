@@ -9,7 +9,7 @@ are understood and behave identically behind one :class:`Tokenizer`:
   ids (``<unk>`` = 0, ``<s>`` = 1, ``</s>`` = 2, pieces from 3) are shifted to fairseq's.
 
 :meth:`Tokenizer.save_pretrained` writes a directory that ``transformers`` loads as an
-``XLMRobertaTokenizer`` with the same ids, and :meth:`Tokenizer.train` learns a new Unigram
+``XLMRobertaTokenizer`` with the same ids, and :func:`infoxlm.tokenizer_training.train_tokenizer` learns a new Unigram
 vocabulary from raw text with XLM-R's exponentially smoothed language sampling (implemented
 in ``tokenizer_training.py``).
 
@@ -32,7 +32,8 @@ Example (trains a toy vocabulary in a temporary directory, so it runs anywhere):
     >>> tmp = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (tmp / "en.txt").write_text("the cat sat on the mat\\nthe dog ate the bone\\n" * 50)
     >>> _ = (tmp / "de.txt").write_text("die katze sitzt auf der matte\\n" * 20)
-    >>> tok = Tokenizer.train([tmp / "en.txt", tmp / "de.txt"], tmp / "tok", vocab_size=60)
+    >>> from infoxlm.tokenizer_training import train_tokenizer
+    >>> tok = train_tokenizer([tmp / "en.txt", tmp / "de.txt"], tmp / "tok", vocab_size=60)
     >>> ids = tok.encode("the cat")
     >>> ids[0] == tok.bos_id and ids[-1] == tok.eos_id
     True
@@ -68,8 +69,6 @@ __all__ = [
     "SENTENCEPIECE_MODEL",
 ]
 
-if TYPE_CHECKING:
-    from infoxlm.tokenizer_training import TrainingReport
 
 PathLike = str | Path
 
@@ -285,7 +284,7 @@ class Tokenizer:
         self._extra_files = tuple(extra_files)  # e.g. the .model next to a preferred .json
         self._fingerprint = hashlib.sha256(data).hexdigest()
         #: Set by :meth:`train`; ``None`` for a tokenizer loaded from disk.
-        self.training_report: TrainingReport | None = None
+        self.training_report = None  # set by train_tokenizer: a tokenizer_training.TrainingReport
 
     # -- loading -------------------------------------------------------------------------
 
@@ -571,25 +570,3 @@ class Tokenizer:
             )
             written.append(out / name)
         return written
-
-    # -- training --------------------------------------------------------------------------
-
-    @classmethod
-    def train(
-        cls,
-        files: Mapping[str, PathLike | Sequence[PathLike]] | Sequence[PathLike],
-        output_dir: PathLike,
-        vocab_size: int = 250_002,
-        alpha: float = 0.3,
-        max_sentences: int = 10_000_000,
-        seed: int = 0,
-        languages: Iterable[str] | None = None,
-        show_progress: bool = False,
-        threads: int = 1,
-    ) -> Tokenizer:
-        """Learn a new vocabulary from raw text: :func:`infoxlm.tokenizer_training.train_tokenizer`."""
-        from .tokenizer_training import train_tokenizer
-
-        return train_tokenizer(
-            files, output_dir, vocab_size, alpha, max_sentences, seed, languages, show_progress, threads
-        )

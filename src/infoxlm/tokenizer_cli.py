@@ -18,7 +18,7 @@ from pathlib import Path
 
 from infoxlm.errors import TokenizerError
 from infoxlm.tokenizer import Tokenizer
-from infoxlm.tokenizer_training import language_from_filename
+from infoxlm.tokenizer_training import language_from_filename, train_tokenizer
 
 __all__ = ["add_tokenizer_commands", "run_tokenizer_train"]
 
@@ -144,8 +144,8 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
     check_output_dir(args.output, flag=None, written_by_us=lambda d: any(
         (d / name).is_file() for name in ("tokenizer.json", "sentencepiece.bpe.model")))
     files = _collect_inputs(args.input, args.lang_input)
-    # Validation (files, alpha, sizes) lives in Tokenizer.train so API and CLI agree.
-    tokenizer = Tokenizer.train(
+    # Validation (files, alpha, sizes) lives in train_tokenizer so API and CLI agree.
+    tokenizer = train_tokenizer(
         files,
         args.output,
         vocab_size=args.vocab_size,

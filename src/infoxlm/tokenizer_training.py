@@ -1,6 +1,6 @@
 """Learning a new XLM-R-style vocabulary from raw multilingual text.
 
-``train_tokenizer`` (also ``Tokenizer.train`` and ``infoxlm tokenizer train``) draws a training
+``train_tokenizer`` (also ``infoxlm.train_tokenizer`` and ``infoxlm tokenizer train``) draws a training
 sample in which language l has probability p_l ∝ (n_l / n)^α, n_l its number of non-empty
 lines, so small languages get their share, and learns a Unigram vocabulary on it with
 SentencePiece's trainer (repeatable: the same sample and thread count give the same pieces),

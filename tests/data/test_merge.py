@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from infoxlm.cli import main as infoxlm_main
+from infoxlm import train_tokenizer
 from infoxlm.tokenizer import Tokenizer
 
 WORDS = "Кошка спит на тёплом диване Откройте файл и сохраните его Мы пошли к старому мосту".split()
@@ -185,7 +186,7 @@ def test_shards_that_do_not_make_one_input_are_refused(tmp_path, tiny_model_dir,
     assert _run(capsys, *_mono(tiny_model_dir, "ru", [ru], tmp_path / "whole2"))[0] == 0
     # A store of another tokenizer: one learned from other text.
     corpus = _write(tmp_path / "tok.txt", TINY_TEXT["de"] * 5)
-    other_tokenizer = Tokenizer.train({"de": [corpus]}, tmp_path / "tok", vocab_size=140, show_progress=False)
+    other_tokenizer = train_tokenizer({"de": [corpus]}, tmp_path / "tok", vocab_size=140, show_progress=False)
     assert _run(capsys, *_mono(tmp_path / "tok", "ru", [ru], tmp_path / "foreign", "--shard", "1/3"))[0] == 0
     assert other_tokenizer.fingerprint != Tokenizer.from_pretrained(tiny_model_dir).fingerprint
 

@@ -164,6 +164,12 @@ def test_shard_on_the_command_line_and_with_dedup(tmp_path, tiny_model_dir, caps
     assert infoxlm_main(args + ["--shard", "2/2", "--output", str(tmp_path / "bad")]) == 1
     assert "--shard 2/2 is out of range" in capsys.readouterr().err
     assert not (tmp_path / "dedup").exists() and not (tmp_path / "bad").exists()
+    records = tmp_path / "ru.jsonl"
+    records.write_text('{"text": "Кошка спит."}\n', encoding="utf-8")
+    code = infoxlm_main(args[:4] + ["--input", str(records), *args[6:], "--shard", "0/2", "--output", str(tmp_path / "rec")])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and "ru.jsonl: a jsonl input cannot be prepared in shards" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "rec").exists()
 
     help_text = _help(["prepare", "mono", "--help"], capsys)
     assert "--shard I/N" in help_text and "SLURM_ARRAY_TASK_ID" in help_text

@@ -28,6 +28,7 @@ from infoxlm.data.store import TokenStore
 from infoxlm.data.store_report import store_report
 from infoxlm.errors import DataError, TokenizerError
 from infoxlm.tokenizer import Tokenizer
+from infoxlm.tokenizer_training import train_tokenizer
 
 COMPRESS = {
     ".gz": gzip.compress,
@@ -116,7 +117,7 @@ def test_tokenizer_training_and_parallel_input_say_truncated(tmp_path, tiny_mode
     cut = tmp_path / "de.txt.zst"
     cut.write_bytes(data[: len(data) // 2])
     with pytest.raises(TokenizerError, match=r"de\.txt\.zst: truncated"):
-        Tokenizer.train({"de": [cut]}, tmp_path / "tok", vocab_size=100, show_progress=False)
+        train_tokenizer({"de": [cut]}, tmp_path / "tok", vocab_size=100, show_progress=False)
     whole = tmp_path / "en.txt"
     whole.write_bytes(corpus_text(3000))
     with pytest.raises(DataError, match=r"de\.txt\.zst: truncated"):

@@ -109,7 +109,6 @@ class MonoBlocks:
         self.language = corpus.language
         self.tokens = corpus.lines.tokens  # (T,) uint32 stream, memory-mapped
         self.num_tokens = corpus.num_tokens  # text tokens, the separators not counted
-        self.num_lines = corpus.num_lines
         # (B + 1,) stream offsets; the block's <s> takes one of its block_size positions.
         self.block_starts = pack_whole_lines(corpus.lines.offsets, block_size - 1)
         self.num_blocks = len(self.block_starts) - 1
@@ -164,10 +163,6 @@ class ExampleBuilder:
     @property
     def mono_tokens(self) -> np.ndarray:
         return np.array([m.num_tokens for m in self.mono], dtype=np.int64)
-
-    @property
-    def mono_lines(self) -> np.ndarray:
-        return np.array([m.num_lines for m in self.mono], dtype=np.int64)
 
     @property
     def num_blocks(self) -> np.ndarray:

@@ -187,6 +187,7 @@ class DataPipeline:
         self.builder = ExampleBuilder(store, config.block_size, config.tlm_max_length, config.xlco_max_length)
         b = self.builder
         enabled = config.enabled
+        mono_sizes, pair_sizes = store.sampling_sizes(config.sampling_unit)
         self.language_probabilities: dict[str, float] = {}
         self.pair_probabilities: dict[str, float] = {}
 
@@ -196,8 +197,7 @@ class DataPipeline:
                     f"{store.root}: no monolingual text, but mmlm_batch_size={config.mmlm_batch_size}; "
                     "prepare monolingual corpora or set mmlm_batch_size=0"
                 )
-            sizes = b.mono_lines if config.sampling_unit == "instances" else b.mono_tokens
-            self.language_probabilities = language_probabilities(dict(zip(b.languages, sizes.tolist())), config.alpha)
+            self.language_probabilities = language_probabilities(mono_sizes, config.alpha)
         wants_pairs = [o for o in ("tlm", "xlco") if o in enabled]
         if wants_pairs:
             if not b.parallel_tokens.sum():
@@ -206,8 +206,7 @@ class DataPipeline:
                     f"{store.root}: no parallel corpora (translation pairs), but {asked} need them; "
                     f"prepare parallel data or set {' and '.join(o + '_batch_size=0' for o in wants_pairs)}"
                 )
-            sizes = b.num_pairs if config.sampling_unit == "instances" else b.parallel_tokens
-            self.pair_probabilities = language_probabilities(dict(zip(b.pairs, sizes.tolist())), config.alpha)
+            self.pair_probabilities = language_probabilities(pair_sizes, config.alpha)
             non_empty = np.flatnonzero(b.parallel_tokens)
             if "xlco" in enabled and config.mixup and len(non_empty) == 1 and b.num_pairs[non_empty[0]] < 2:
                 raise StoreError(
@@ -261,6 +260,40 @@ class DataPipeline:
         Returns (sequences, counts) for mmlm / tlm and (query, key, counts) for xlco, rows
         in the order of ``slots``; counts maps corpus name → examples drawn from it.
         """
+        rng, plan = self._plan(objective, step, slots)
+        cfg, b = self.config, self.builder
+        if objective == "mmlm":
+            return self._mask(b.mmlm(plan), rng.bits(MASK), True), _counts(b.languages, plan.language)
+        if objective == "tlm":
+            return self._mask(b.tlm(plan), rng.bits(MASK), True), _counts(b.pairs, plan.corpus)
+        query, key = b.xlco(plan)
+        # XLCO views are not predicted (the loss is the contrast), so no forced mask.
+        rate = cfg.mask_prob if cfg.mask_xlco else 0.0
+        query = self._mask(query, rng.bits(MASK), False, rate)
+        key = self._mask(key, rng.bits(MASK_KEY), False, rate)
+        return query, key, _counts(b.pairs, plan.pair.corpus)
+
+    def sources(self, objective: str, step: int, slots: np.ndarray) -> list[str]:
+        """Where each slot's example comes from: ``de block 17``, ``en-de pair 3 (de→en)``,
+        and for XLCO with mixup also its partner pair."""
+        _, plan = self._plan(objective, step, slots)
+        b = self.builder
+        if objective == "mmlm":
+            return [f"{b.languages[l]} block {k}" for l, k in zip(plan.language.tolist(), plan.block.tolist())]
+        pairs = plan if objective == "tlm" else plan.pair
+
+        def describe(p, i: int) -> str:
+            src, tgt = self.store.parallel[b.pairs[p.corpus[i]]].languages
+            first, second = (tgt, src) if p.swap[i] else (src, tgt)
+            return f"{b.pairs[p.corpus[i]]} pair {p.index[i]} ({first}→{second})"
+
+        names = [describe(pairs, i) for i in range(len(slots))]
+        if objective == "xlco" and plan.partner is not None:
+            names = [f"{name}, mixed with {describe(plan.partner, i)}" for i, name in enumerate(names)]
+        return names
+
+    def _plan(self, objective: str, step: int, slots: np.ndarray):
+        """(the slots' random streams, the objective's plan) for ``step``."""
         if objective not in OBJECTIVE_IDS:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
         cfg, b = self.config, self.builder
@@ -268,20 +301,12 @@ class DataPipeline:
         if objective == "mmlm":
             if not self._mono_p.sum():
                 raise ValueError("mmlm is disabled (mmlm_batch_size=0) in this pipeline's config")
-            plan = plan_blocks(rng, self._mono_p, b.num_blocks)
-            return self._mask(b.mmlm(plan), rng.bits(MASK), True), _counts(b.languages, plan.language)
+            return rng, plan_blocks(rng, self._mono_p, b.num_blocks)
         if not self._pair_p.sum():
             raise ValueError(f"{objective} is disabled (tlm_batch_size and xlco_batch_size are 0) in this config")
         if objective == "tlm":
-            plan = plan_pairs(rng, self._pair_p, b.num_pairs)
-            return self._mask(b.tlm(plan), rng.bits(MASK), True), _counts(b.pairs, plan.corpus)
-        plan = plan_mixup(rng, self._pair_p, b.num_pairs, cfg.mixup)
-        query, key = b.xlco(plan)
-        # XLCO views are not predicted (the loss is the contrast), so no forced mask.
-        rate = cfg.mask_prob if cfg.mask_xlco else 0.0
-        query = self._mask(query, rng.bits(MASK), False, rate)
-        key = self._mask(key, rng.bits(MASK_KEY), False, rate)
-        return query, key, _counts(b.pairs, plan.pair.corpus)
+            return rng, plan_pairs(rng, self._pair_p, b.num_pairs)
+        return rng, plan_mixup(rng, self._pair_p, b.num_pairs, cfg.mixup)
 
     def _mask(self, sequences, streams, at_least_one: bool, rate: float | None = None) -> MaskedSequences:
         cfg = self.config

@@ -7,6 +7,10 @@ Two entry points, one per kind of corpus (the command line calls them):
 * :func:`prepare_parallel` -- two line-aligned files (or one two-column TSV file) of an
   English-xx pair become ``STORE/parallel/<src>-<tgt>``.
 
+Records (JSON Lines, Parquet, datasets; :mod:`~infoxlm.data.record_files`) and TMX files
+(:mod:`~infoxlm.data.tmx`) are read into the same line and pair blocks as text files, so the
+same text gives the same corpus whatever its format.
+
 The pipeline streams: blocks of ~2 MiB of text are read (:mod:`~infoxlm.data.text_files`),
 cleaned (:mod:`~infoxlm.data.cleaning`), tokenized in one ``encode_batch`` call (which the
 ``tokenizers`` library spreads over all cores) and appended to the corpus files, so memory
@@ -48,7 +52,7 @@ import os
 import sys
 import time
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -61,6 +65,7 @@ from tqdm import tqdm
 from infoxlm.version import __version__
 from infoxlm.data.cleaning import CleaningCounts, clean_lines
 from infoxlm.data.created_paths import CreatedPaths
+from infoxlm.data.inputs import InputSource, input_source
 from infoxlm.data.languages import canonical_language, language_name, parse_language_pair
 from infoxlm.data.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
 from infoxlm.data.prefetch import prefetch
@@ -78,7 +83,9 @@ from infoxlm.data.store import (
     read_json,
     remove_stale_partials,
 )
-from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, iter_line_blocks
+from infoxlm.data.record_files import record_line_blocks, record_pair_blocks
+from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, LineBlock, iter_line_blocks
+from infoxlm.data.tmx import read_tmx_pairs
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer
 
@@ -146,19 +153,26 @@ def prepare_monolingual(
     force: bool = False,
     show_progress: bool = True,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    field: str | None = None,
+    doc_field: str | None = None,
     shard: tuple[int, int] | None = None,
 ) -> PrepareResult:
-    """Tokenize monolingual text files into ``output/mono/<language>``.
+    """Tokenize monolingual text into ``output/mono/<language>``.
 
-    Each file holds one sentence or paragraph per line; a blank line (after cleaning) ends
-    a document, and so does the end of a file. Lines with more than ``max_line_tokens``
+    Each text file holds one sentence or paragraph per line; a blank line (after cleaning)
+    ends a document, and so does the end of a file. An input may also hold records (JSON
+    Lines, Parquet, a ``save_to_disk`` directory, ``hf:NAME[:CONFIG][:SPLIT]``; see
+    :mod:`~infoxlm.data.inputs`): the value of each record's ``field`` (default ``text``) is
+    read as lines of text, and with ``doc_field`` a change of that field's value ends a
+    document too (:mod:`~infoxlm.data.record_files`). Lines with more than ``max_line_tokens``
     tokens are split into consecutive lines of at most that many, in the same document (a
     line of more than ``LONG_LINE_CHARS_PER_TOKEN * max_line_tokens`` characters is first
     cut at spaces into pieces of at most that many characters, tokenized one by one).
 
     Raises:
         DataError: unknown language code, missing or empty file, invalid UTF-8 (unless
-            ``skip_invalid``: such lines are then skipped and counted).
+            ``skip_invalid``: such lines are then skipped and counted), a record without
+            ``field``, a value that is neither a string nor null, invalid JSON.
 
     ``dedup`` drops every line (after cleaning) that appeared before in these inputs,
     counted as ``skipped["duplicate"]``. ``shard=(i, n)`` prepares only the i-th of n parts
@@ -166,9 +180,12 @@ def prepare_monolingual(
         StoreError: ``output`` was written with another tokenizer.
     """
     language = canonical_language(language)
-    paths = _existing_files(inputs, "--input")
-    plan = plan_shard(paths, _no_dedup(shard, dedup)) if shard is not None else None
-    job = _Job("mono", language, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup, plan)
+    sources = _input_sources(inputs)
+    plan = None
+    if shard is not None:
+        plan = plan_shard([source.path for source in _text_only(sources, shard, dedup)], shard)
+    job = _Job("mono", language, sources, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup, plan)
+    job.fields = _mono_fields(sources, field, doc_field)
     job.extra_meta = {"language": language, "language_name": language_name(language)}
     return job.run(force, show_progress, _write_monolingual)
 
@@ -181,6 +198,10 @@ def prepare_parallel(
     src: PathLike | None = None,
     tgt: PathLike | None = None,
     tsv: PathLike | None = None,
+    input: PathLike | None = None,
+    tmx: PathLike | None = None,
+    src_field: str | None = None,
+    tgt_field: str | None = None,
     allow_non_english: bool = False,
     max_line_tokens: int = DEFAULT_MAX_LINE_TOKENS,
     skip_invalid: bool = False,
@@ -192,8 +213,11 @@ def prepare_parallel(
 ) -> PrepareResult:
     """Tokenize translation pairs into ``output/parallel/<src>-<tgt>``.
 
-    Give either ``src`` and ``tgt`` (line i of one translates line i of the other) or
-    ``tsv`` (``source<TAB>target`` per line). A pair is skipped (and counted) when either
+    Give one of: ``src`` and ``tgt`` (line i of one translates line i of the other), ``tsv``
+    (``source<TAB>target`` per line), ``tmx`` (a TMX file, :mod:`~infoxlm.data.tmx`), or
+    ``input``: records (JSON Lines, Parquet, a ``save_to_disk`` directory, ``hf:…``) whose
+    ``src_field`` and ``tgt_field`` (default: the pair's language codes) hold the two sides,
+    or a TMX file. A pair is skipped (and counted) when either
     side is empty after cleaning; sides longer than ``max_line_tokens`` are truncated (a side
     of more than ``LONG_LINE_CHARS_PER_TOKEN * max_line_tokens`` characters is first cut to
     that many at a space, so a huge side is never tokenized whole).
@@ -201,7 +225,8 @@ def prepare_parallel(
     Raises:
         DataError: bad pair (unknown code, no English side unless ``allow_non_english``),
             missing or empty file, line counts that differ, a TSV line without exactly two
-            columns, invalid UTF-8 (unless ``skip_invalid``).
+            columns, invalid UTF-8 (unless ``skip_invalid``), bad records (as for
+            :func:`prepare_monolingual`), malformed TMX.
 
     ``dedup`` drops every pair (both sides, after cleaning) that appeared before, counted as
     ``skipped["duplicate"]``. ``shard=(i, n)`` prepares only the i-th of n parts of the pairs
@@ -210,21 +235,32 @@ def prepare_parallel(
     """
     src_language, tgt_language = parse_language_pair(pair, allow_non_english)
     name = f"{src_language}-{tgt_language}"
-    if tsv is not None and (src is not None or tgt is not None):
-        raise DataError("give either --tsv or --src with --tgt, not both")
+    given = [flag for flag, value in (("--src/--tgt", src if src is not None else tgt), ("--tsv", tsv),
+                                      ("--input", input), ("--tmx", tmx)) if value is not None]  # fmt: skip
+    if len(given) > 1:
+        raise DataError(f"give either --tsv or --src with --tgt (or --input, or --tmx), not {' and '.join(given)}")
+    if (src_field is not None or tgt_field is not None) and input is None:
+        raise DataError("--src-field and --tgt-field name fields of --input records; expected --input")
     if tsv is not None:
-        paths = _existing_files([tsv], "--tsv")
+        sources, form, write = _text_sources([tsv], "--tsv"), "tsv", _write_tsv
     elif src is not None and tgt is not None:
-        paths = _existing_files([src, tgt], "--src/--tgt")
+        sources, form, write = _text_sources([src, tgt], "--src/--tgt"), "two files", _write_two_files
+    elif tmx is not None:
+        sources, form, write = [InputSource("tmx", _text_sources([tmx], "--tmx")[0].path)], "tmx", _write_tmx
+    elif input is not None:
+        sources = [_parallel_input(input)]
+        form, write = sources[0].kind, _write_tmx if sources[0].kind == "tmx" else _write_records
     else:
-        raise DataError(f"parallel corpus {name} needs --src and --tgt files, or one --tsv file")
+        raise DataError(f"parallel corpus {name} needs --src and --tgt files, one --tsv or --tmx file, or --input")
     plan = None
     if shard is not None:
-        shard = _no_dedup(shard, dedup)
+        paths = [source.path for source in _text_only(sources, shard, dedup)]
         plan = plan_shard(paths, shard) if tsv is not None else plan_aligned_shard(*paths, shard)
-    job = _Job("parallel", name, paths, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup, plan)
-    job.extra_meta = {"languages": {"src": src_language, "tgt": tgt_language}, "format": "tsv" if tsv else "two files"}
-    return job.run(force, show_progress, _write_tsv if tsv is not None else _write_two_files)
+    job = _Job("parallel", name, sources, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup, plan)
+    if sources[0].has_records:
+        job.fields = {"src_field": src_field or src_language, "tgt_field": tgt_field or tgt_language}
+    job.extra_meta = {"languages": {"src": src_language, "tgt": tgt_language}, "format": form}
+    return job.run(force, show_progress, write)
 
 
 # --------------------------------------------------------------------------------------
@@ -232,27 +268,65 @@ def prepare_parallel(
 # --------------------------------------------------------------------------------------
 
 
-def _no_dedup(shard: tuple[int, int], dedup: bool) -> tuple[int, int]:
+def _text_only(sources: list[InputSource], shard: tuple[int, int], dedup: bool) -> list[InputSource]:
+    """The inputs of a shard: text files (a record or TMX input has no line ranges), no --dedup."""
     if dedup:
         raise DataError(
             "--dedup cannot be combined with --shard: a shard sees only its own lines, so lines repeated "
             "in other shards would stay; expected one of the two (prepare without --shard to drop duplicates)"
         )
-    return shard
+    for source in sources:
+        if source.kind != "text":
+            raise DataError(
+                f"{source.label}: a {source.kind} input cannot be prepared in shards; expected text files "
+                "with --shard (or prepare this input without it)"
+            )
+    return sources
 
 
-def _existing_files(inputs: Sequence[PathLike], flag: str) -> list[Path]:
-    if isinstance(inputs, (str, Path)):
-        inputs = [inputs]
+def _text_sources(inputs: Sequence[PathLike], flag: str) -> list[InputSource]:
+    """Text files, whatever their names (--src, --tgt, --tsv, --tmx)."""
     paths = [Path(p) for p in inputs]
-    if not paths:
-        raise DataError(f"no input files given; expected {flag} FILE")
     for path in paths:
         if not path.exists():
             raise DataError(f"{path}: no such file; expected a UTF-8 text file")
         if not path.is_file():
             raise DataError(f"{path}: not a file; expected a UTF-8 text file")
-    return paths
+    return [InputSource("text", path) for path in paths]
+
+
+def _input_sources(inputs: Sequence[PathLike] | PathLike) -> list[InputSource]:
+    """Monolingual --input: text files and record inputs, in the order given."""
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    if not inputs:
+        raise DataError("no input files given; expected --input FILE")
+    sources = [input_source(spec, "--input") for spec in inputs]
+    kinds = {source.kind == "hf" for source in sources}
+    if len(kinds) > 1:  # progress counts records for hf: and bytes for files: one or the other
+        raise DataError("hf: datasets and files cannot be read by one prepare; expected one kind of --input")
+    return sources
+
+
+def _mono_fields(sources: list[InputSource], field: str | None, doc_field: str | None) -> dict[str, str]:
+    """The record fields read (recorded in the options), or {} when every input is text."""
+    if not any(source.has_records for source in sources):
+        if field is not None or doc_field is not None:
+            flag = "--field" if field is not None else "--doc-field"
+            raise DataError(f"{flag} names a field of record inputs (JSONL, Parquet, datasets); "
+                            f"{sources[0].label} is a text file")  # fmt: skip
+        return {}
+    return {"field": field or "text", **({"doc_field": doc_field} if doc_field is not None else {})}
+
+
+def _parallel_input(spec: PathLike) -> InputSource:
+    source = input_source(spec, "--input", allow_tmx=True)
+    if source.kind == "text":
+        raise DataError(
+            f"{source.label}: not a JSONL, Parquet, TMX or dataset input; expected --tsv for "
+            "source<TAB>target lines or --src with --tgt for line-aligned files"
+        )
+    return source
 
 
 @dataclass
@@ -281,7 +355,7 @@ class _Job:
         self,
         kind: str,
         name: str,
-        paths: list[Path],
+        inputs: list[InputSource],
         tokenizer: Tokenizer | PathLike,
         output: PathLike,
         max_line_tokens: int,
@@ -292,7 +366,9 @@ class _Job:
     ):
         if isinstance(max_line_tokens, bool) or not isinstance(max_line_tokens, int) or max_line_tokens < 1:
             raise DataError(f"max_line_tokens={max_line_tokens!r} is invalid; expected an integer >= 1")
-        self.kind, self.name, self.paths = kind, name, paths
+        self.kind, self.name, self.inputs = kind, name, inputs
+        self.paths = [source.label for source in inputs]  # how messages and meta.json name them
+        self.fields: dict[str, str] = {}  # record fields read: field/doc_field or src_field/tgt_field
         self.tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.from_pretrained(tokenizer)
         self.root = Path(output)
         self.max_line_tokens = max_line_tokens
@@ -312,18 +388,15 @@ class _Job:
     def corpus_path(self) -> Path:
         return self.root / self.kind / self.name
 
-    def parts(self) -> tuple[FilePart, ...]:
-        """What this job reads: its shard's file parts, else every input file whole."""
-        return self.plan.parts if self.plan is not None else tuple(FilePart(path) for path in self.paths)
-
-    def reads_whole(self, path: Path) -> bool:
-        return any(part.path == path and part.whole for part in self.parts())
+    def reads_whole(self, path: Path | str) -> bool:
+        """Whether this job reads all of input ``path`` (a shard may read a part of it)."""
+        return self.plan is None or any(part.path == path and part.whole for part in self.plan.parts)
 
     def options(self) -> dict[str, Any]:
         options = {"max_line_tokens": self.max_line_tokens, "skip_invalid": self.skip_invalid}
         if self.seen is not None:  # named only when on: stores prepared without it stay up to date
             options["dedup"] = True
-        return options
+        return {**options, **self.fields}
 
     def is_duplicate(self, text: str) -> bool:
         """With ``dedup``: whether ``text`` was kept before (and remember it); else False."""
@@ -337,15 +410,19 @@ class _Job:
         return False
 
     def sources(self) -> list[dict[str, Any]]:
-        """Resolved path, size and modification time of each input, taken once per job."""
+        """Resolved path, size and modification time of each input (each file of a
+        directory; name, config and split of an hf: dataset), taken once per job."""
         if self._sources is None:
-            self._sources = []
-            for path in self.paths:
-                stat = path.stat()
-                self._sources.append(
-                    {"path": str(path.resolve()), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-                )
+            self._sources = [source.fingerprint_record() for source in self.inputs]
         return self._sources
+
+    def progress_total(self) -> tuple[int | None, str]:
+        """(total, unit) of the progress bar: input bytes, or records when a size is unknown."""
+        if self.plan is not None:  # a shard: the bytes of its parts
+            parts = self.plan.parts
+            return sum(p.byte_range[1] - p.byte_range[0] if p.byte_range else p.path.stat().st_size for p in parts), "B"
+        sizes = [source["bytes"] for source in self.sources()]
+        return (None, " records") if None in sizes else (sum(sizes), "B")
 
     def input_fingerprint(self) -> str:
         """SHA-256 over everything the corpus depends on; equal means nothing to redo."""
@@ -396,15 +473,12 @@ class _Job:
                     if meta is not None:
                         return PrepareResult(self.kind, self.name, self.corpus_path, meta, up_to_date=True)
                 started = time.monotonic()
-                total_bytes = sum(
-                    part.byte_range[1] - part.byte_range[0] if part.byte_range else part.path.stat().st_size
-                    for part in self.parts()
-                )
+                total, unit = self.progress_total()
                 created.mkdir(self.root / self.kind)
                 with tqdm(
-                    total=total_bytes,
-                    unit="B",
-                    unit_scale=True,
+                    total=total,
+                    unit=unit,
+                    unit_scale=unit == "B",
                     unit_divisor=1024,
                     desc=self.name,
                     file=sys.stderr,
@@ -507,16 +581,35 @@ class _MonoBlock:
     bytes_read: int
 
 
-def _read_monolingual(job: _Job) -> Iterator[_MonoBlock]:
-    """Clean every file's lines, drop empty ones and mark where documents begin."""
+def _mono_line_blocks(job: _Job) -> Iterator[tuple[Path | str, Iterator[LineBlock], FilePart | None]]:
+    """(label, its line blocks, the part read or None for all of it) for each input, text
+    files and records alike; a shard's file parts only."""
+    if job.plan is not None:
+        for part in job.plan.parts:
+            yield part.path, iter_line_blocks(part.path, job.block_bytes, job.skip_invalid, **part.read_options()), part
+        return
+    for source in job.inputs:
+        if source.has_records:
+            blocks = record_line_blocks(
+                source, job.fields["field"], job.fields.get("doc_field"), job.block_bytes, job.skip_invalid
+            )
+        else:
+            blocks = iter_line_blocks(source.path, job.block_bytes, job.skip_invalid)
+        yield source.label, blocks, None
+
+
+def _read_monolingual(
+    job: _Job, inputs: Iterable[tuple[Path | str, Iterator[LineBlock], FilePart | None]]
+) -> Iterator[_MonoBlock]:
+    """Clean every input's lines, drop empty ones and mark where documents begin."""
     stats = job.stats
-    parts = job.parts()
-    starts_document = False  # a file begins a document, and so does a blank line
-    for part in parts:
-        path = part.path
+    starts_document = False  # an input begins a document, and so does a blank line
+    ends_input = False  # the last input was read to its end (a shard of an empty part reads none)
+    for path, blocks, part in inputs:
         stats.lines_per_file[path] = 0
-        starts_document |= part.starts_file
-        for block in iter_line_blocks(path, job.block_bytes, job.skip_invalid, **part.read_options()):
+        starts_document |= part is None or part.starts_file
+        ends_input = part is None or part.ends_file
+        for block in blocks:
             stats.input_lines += len(block.lines)
             texts: list[str] = []
             opens: list[bool] = []
@@ -553,15 +646,15 @@ def _read_monolingual(job: _Job) -> Iterator[_MonoBlock]:
             stats.lines_per_file[path] += kept
             stats.text_lines_per_file[path] = stats.text_lines_per_file.get(path, 0) + kept + duplicates
             yield _MonoBlock(texts, opens, whole, block.bytes_read)
-        if part.whole:
+        if part is None or part.whole:
             job.check_not_empty(path)
-    # A blank line or a file's end after the last line: the input's last document ends here.
-    stats.closes_document = starts_document or bool(parts and parts[-1].ends_file)
+    # A blank line or an input's end after the last line: the last document ends here.
+    stats.closes_document = starts_document or ends_input
 
 
 def _write_monolingual(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
     """Stream every input file into tokens.u32, lines.i64 (N+1) and docs.i64 (D+1)."""
-    blocks = prefetch(_read_monolingual(job), name="prepare-read")
+    blocks = prefetch(_read_monolingual(job, _mono_line_blocks(job)), name="prepare-read")
     encoded = prefetch(((block, job.tokenize(block.texts)) for block in blocks), depth=1, name="prepare-encode")
     # Closed explicitly (encoded first) so that on an error both threads stop right here.
     with closing(blocks), closing(encoded):
@@ -738,10 +831,23 @@ def _write_two_files(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
 
 
 def _write_tsv(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
-    parts = job.parts()  # none: a shard whose part of the file is empty
-    blocks = (
-        read_tsv_pairs(parts[0].path, job.block_bytes, job.skip_invalid, **parts[0].read_options())
-        if parts
-        else iter(())
-    )
+    if job.plan is None:
+        blocks = read_tsv_pairs(job.paths[0], job.block_bytes, job.skip_invalid)
+    elif job.plan.parts:
+        part = job.plan.parts[0]
+        blocks = read_tsv_pairs(part.path, job.block_bytes, job.skip_invalid, **part.read_options())
+    else:  # a shard whose part of the file is empty
+        blocks = iter(())
+    _write_pairs(job, writer, progress, blocks)
+
+
+def _write_records(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
+    src_field, tgt_field = job.fields["src_field"], job.fields["tgt_field"]
+    blocks = record_pair_blocks(job.inputs[0], src_field, tgt_field, job.block_bytes, job.skip_invalid)
+    _write_pairs(job, writer, progress, blocks)
+
+
+def _write_tmx(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
+    languages = job.extra_meta["languages"]
+    blocks = read_tmx_pairs(job.paths[0], languages["src"], languages["tgt"], job.block_bytes)
     _write_pairs(job, writer, progress, blocks)

@@ -10,6 +10,9 @@ Examples::
     infoxlm prepare mono --lang de --input de.txt news.de.txt.gz --tokenizer tok/ --output store/
     infoxlm prepare parallel --pair en-de --src en.txt --tgt de.txt --tokenizer tok/ --output store/
     infoxlm prepare parallel --pair en-sw --tsv en-sw.tsv.zst --tokenizer tok/ --output store/
+    infoxlm prepare mono --lang de --input de.jsonl.gz wiki-de/ --field text --tokenizer tok/ --output store/
+    infoxlm prepare parallel --pair en-de --input pairs.parquet --src-field en --tgt-field de ...
+    infoxlm prepare parallel --pair en-de --tmx en-de.tmx.gz --tokenizer tok/ --output store/
     infoxlm prepare inspect store/ --alpha 0.7
     infoxlm prepare mono --lang de --input de.txt --shard 0/2 --tokenizer tok/ --output part0/
     infoxlm prepare merge store/ part0/ part1/
@@ -31,8 +34,14 @@ __all__ = ["add_prepare_commands"]
 
 _INPUT_HELP = """\
 Input: UTF-8 text, one sentence or paragraph per line, plain or compressed (.gz, .xz,
-.bz2, .zst). Every line is NFC-normalised, control characters and invisible formatting
-characters are removed (ZWJ/ZWNJ kept), and lines that end up empty are skipped and counted.
+.bz2, .zst); or records with named fields: JSON Lines (.jsonl, compressed too), Parquet (a
+.parquet file, or a directory of them read in sorted order), a datasets.save_to_disk
+directory, or hf:NAME[:CONFIG][:SPLIT] (a Hugging Face Hub dataset, streamed; offline, read
+from the local cache). Parquet and save_to_disk need `pip install 'infoxlm[parquet]'`, hf:
+needs `pip install 'infoxlm[hf-datasets]'`. A record's value is a line of text (newlines
+split it into lines); null or "" is an empty line; any other type is an error.
+Every line is NFC-normalised, control characters and invisible formatting characters are
+removed (ZWJ/ZWNJ kept), and lines that end up empty are skipped and counted.
 Output: STORE/{mono/LANG | parallel/SRC-TGT}/ with uint32 token ids, int64 offsets and
 meta.json; STORE/store.json names the tokenizer, and every corpus of a store must use it.
 Running the same command again does nothing ("LANG: up to date") unless an input, an option
@@ -69,8 +78,9 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``prepare mono``, ``prepare parallel``, ``prepare inspect`` and ``prepare merge``."""
+def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """Register ``prepare mono``, ``prepare parallel``, ``prepare inspect`` and ``prepare merge``;
+    returns the ``prepare`` group's sub-parsers, where higher layers add theirs (``prepare show``)."""
     prepare = subparsers.add_parser(
         "prepare",
         help="tokenize raw text into a token store; inspect a store",
@@ -88,8 +98,19 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     )
     mono.add_argument("--lang", required=True, help="ISO 639 code, optionally with subtags: de, fil, zh-Hans")
     mono.add_argument(
-        "--input", required=True, nargs="+", action="extend", type=Path, metavar="FILE",
-        help="text files of that language, read in the order given",
+        "--input", required=True, nargs="+", action="extend", metavar="FILE",
+        help="inputs of that language, read in the order given: text files, .jsonl, .parquet, "
+        "a directory of .parquet files or of datasets.save_to_disk, or hf:NAME[:CONFIG][:SPLIT]",
+    )  # fmt: skip
+    mono.add_argument(
+        "--field", metavar="NAME",
+        help="the record field that holds the text (default: text); a blank value or one with a "
+        "blank line ends a document",
+    )  # fmt: skip
+    mono.add_argument(
+        "--doc-field", metavar="NAME",
+        help="a record field identifying the document (id, url): a change of its value ends a "
+        "document; without it, records do not end documents by themselves",
     )  # fmt: skip
     _add_common_options(mono)
     mono.set_defaults(func=run_prepare_mono)
@@ -106,6 +127,22 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     parallel.add_argument("--src", type=Path, metavar="FILE", help="source-language side, one sentence per line")
     parallel.add_argument("--tgt", type=Path, metavar="FILE", help="target-language side, line-aligned with --src")
     parallel.add_argument("--tsv", type=Path, metavar="FILE", help="instead of --src/--tgt: source<TAB>target lines")
+    parallel.add_argument(
+        "--tmx", type=Path, metavar="FILE",
+        help="instead: a TMX file; each <tu>'s <seg>s in the pair's languages, matched by primary "
+        "language subtag (en-US is en); a <tu> lacking one is skipped and counted as empty",
+    )  # fmt: skip
+    parallel.add_argument(
+        "--input", metavar="FILE",
+        help="instead: records (.jsonl, .parquet, a directory of .parquet files or of "
+        "datasets.save_to_disk, hf:NAME[:CONFIG][:SPLIT]) with the two sides in two fields",
+    )  # fmt: skip
+    parallel.add_argument(
+        "--src-field", metavar="NAME", help="the --input field of the source side (default: the SRC code, e.g. en)"
+    )  # fmt: skip
+    parallel.add_argument(
+        "--tgt-field", metavar="NAME", help="the --input field of the target side (default: the TGT code, e.g. de)"
+    )  # fmt: skip
     parallel.add_argument(
         "--allow-non-english-pair", action="store_true",
         help="accept a pair without English (InfoXLM pivots on English)",
@@ -155,7 +192,7 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     merge.add_argument("stores", type=Path, nargs="+", metavar="STORE", help="stores to join, in any order")
     merge.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     merge.set_defaults(func=run_prepare_merge)
-    return prepare
+    return commands
 
 
 def run_prepare_mono(args: argparse.Namespace) -> int:
@@ -169,6 +206,8 @@ def run_prepare_mono(args: argparse.Namespace) -> int:
         dedup=args.dedup,
         force=args.force,
         show_progress=not args.no_progress,
+        field=args.field,
+        doc_field=args.doc_field,
         shard=parse_shard(args.shard) if args.shard is not None else None,
     )
     print(result.summary())
@@ -183,6 +222,10 @@ def run_prepare_parallel(args: argparse.Namespace) -> int:
         src=args.src,
         tgt=args.tgt,
         tsv=args.tsv,
+        tmx=args.tmx,
+        input=args.input,
+        src_field=args.src_field,
+        tgt_field=args.tgt_field,
         allow_non_english=args.allow_non_english_pair,
         max_line_tokens=args.max_line_tokens,
         skip_invalid=args.skip_invalid,

@@ -436,6 +436,15 @@ class TokenStore:
     def vocab_size(self) -> int:
         return int(self.info["tokenizer"]["vocab_size"])
 
+    def sampling_sizes(self, unit: str) -> tuple[dict[str, int], dict[str, int]]:
+        """(per language, per pair) the n_l of p_l ∝ (n_l/n)^α: lines and pairs for
+        ``unit="instances"``, tokens (both sides of a pair) for ``"tokens"``."""
+        if unit == "instances":
+            return {k: c.num_lines for k, c in self.mono.items()}, {k: c.num_pairs for k, c in self.parallel.items()}
+        if unit == "tokens":
+            return {k: c.num_tokens for k, c in self.mono.items()}, {k: c.num_tokens for k, c in self.parallel.items()}
+        raise ValueError(f"sampling unit must be instances or tokens, got {unit!r}")
+
 
 def _install_tokenizer(root: Path, write_tokenizer: Callable[[Path], Any], created: CreatedPaths) -> None:
     """Write ``root/tokenizer`` unless it is there: into a temporary directory, then renamed."""

@@ -103,10 +103,9 @@ def store_report(
         }
         for pair, corpus in store.parallel.items()
     }
-    for pool, instances in ((mono, "lines"), (parallel, "pairs")):
-        size = instances if unit == "instances" else "tokens"
-        if pool and any(entry[size] for entry in pool.values()):
-            probabilities = language_probabilities({name: entry[size] for name, entry in pool.items()}, alpha)
+    for pool, sizes in zip((mono, parallel), store.sampling_sizes(unit)):
+        if any(sizes.values()):
+            probabilities = language_probabilities(sizes, alpha)
             for name, entry in pool.items():
                 entry["probability"] = probabilities[name]
     return {

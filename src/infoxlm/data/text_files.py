@@ -61,6 +61,9 @@ __all__ = [
     "iter_line_blocks",
     "iter_lines",
     "open_binary",
+    "open_counted",
+    "read_error",
+    "read_errors",
     "read_text_lines",
 ]
 
@@ -168,6 +171,17 @@ def _read_error(path: Path, exc: BaseException, line: int | None = None) -> Data
     return DataError(f"{where}: cannot read ({exc}); expected an intact file")
 
 
+def read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a (compressed) file raises when it is damaged or cut short; turn one
+    into the one-line message with :func:`read_error`."""
+    return _read_errors()
+
+
+def read_error(path: Path, exc: BaseException, line: int | None = None) -> DataError:
+    """The one-line error for ``exc`` (one of :func:`read_errors`) while reading ``path``."""
+    return _read_error(path, exc, line)
+
+
 def _open_raw(path: Path) -> IO[bytes]:
     try:
         return open(path, "rb")
@@ -185,16 +199,27 @@ def open_binary(path: PathLike) -> IO[bytes]:
     Raises:
         DataError: the file is missing, a directory or unreadable.
     """
+    return open_counted(path)[1]
+
+
+def open_counted(path: PathLike) -> tuple[IO[bytes], IO[bytes]]:
+    """``(raw, stream)``: the file on disk, whose ``tell()`` counts the bytes consumed, and
+    its decompressed bytes (``raw`` itself for a plain file); close both.
+
+    Raises:
+        DataError: the file is missing, a directory or unreadable.
+    """
     path = Path(path)
     raw = _open_raw(path)
     decompressor = _DECOMPRESSORS.get(path.suffix.lower())
     if decompressor is None:
-        return raw
+        return raw, raw
     try:
-        return decompressor(raw)
+        stream = decompressor(raw)
     except BaseException:
         raw.close()
         raise
+    return raw, stream
 
 
 @dataclass

@@ -34,7 +34,16 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ..data.prepare import prepare_monolingual, prepare_parallel
+from ..embedding import embed_layers
 from ..errors import InfoXLMError
+from ..eval.plots import plot_layerwise
+from ..eval.tatoeba import evaluate_tatoeba, resolve_languages
+from ..model.encoder import Encoder
+from ..tokenizer import Tokenizer
+from ..tokenizer_training import train_tokenizer
+from ..train.config import apply_overrides, preset
+from ..train.loop import export, pretrain
 from . import corpus
 
 __all__ = ["DemoSettings", "FULL", "QUICK", "MODELS", "run_demo", "format_tables"]
@@ -237,8 +246,6 @@ def _claim_directory(work: Path, settings: DemoSettings, seed: int) -> None:
 
 
 def _prepare_data(work: Path, settings: DemoSettings, seed: int, log) -> Path:
-    from ..data.prepare import prepare_monolingual, prepare_parallel
-    from ..tokenizer import Tokenizer
 
     wanted = set(settings.languages or corpus.languages())
     text = corpus.export_training_text(work / "text")
@@ -262,7 +269,7 @@ def _prepare_data(work: Path, settings: DemoSettings, seed: int, log) -> Path:
         files.setdefault("en", []).append(_write_lines(work / "text" / "sides" / "en.txt", english_sides))
         log(f"[demo] learning a {settings.vocab_size}-piece vocabulary …")
         # One trainer thread: the vocabulary (and so the whole table) is the same on any machine.
-        tokenizer = Tokenizer.train(
+        tokenizer = train_tokenizer(
             files, tokenizer_dir, vocab_size=settings.vocab_size, max_sentences=settings.tokenizer_sentences,
             seed=seed, threads=1,
         )
@@ -296,7 +303,6 @@ def _write_lines(path: Path, lines: list[str]) -> Path:
 
 def train_config(settings: DemoSettings, seed: int, extra: list[str]):
     """preset("demo") + the settings' overrides + the model's own (−XLCO: no XLCO batch)."""
-    from ..train.config import apply_overrides, preset
 
     config = preset("demo")
     apply_overrides(config, [*settings.train_overrides, *extra, f"run.seed={seed}"])
@@ -304,7 +310,6 @@ def train_config(settings: DemoSettings, seed: int, extra: list[str]):
 
 
 def _pretrain(run_dir: Path, store: Path, settings: DemoSettings, seed: int, extra: list[str], progress: bool) -> Path:
-    from ..train.loop import pretrain
 
     # pretrain() resumes from the run's last checkpoint, so a finished run costs nothing.
     return pretrain(train_config(settings, seed, extra), store, run_dir, progress=progress)
@@ -312,7 +317,6 @@ def _pretrain(run_dir: Path, store: Path, settings: DemoSettings, seed: int, ext
 
 def _export(run_dir: Path, target: Path) -> Path:
     """The run's final checkpoint with its tokenizer (prepare keeps one in STORE/tokenizer)."""
-    from ..train.loop import export
 
     if target.exists():  # always the run's final checkpoint: replace a stale export
         shutil.rmtree(target)
@@ -337,9 +341,6 @@ def _retrieval_files(folder: Path, split: str, settings: DemoSettings) -> Path:
 
 
 def _evaluate(model_dir: Path, retrieval_dirs: dict[str, Path], settings: DemoSettings, seed: int) -> dict[str, Any]:
-    from ..eval.tatoeba import evaluate_tatoeba, resolve_languages
-    from ..model.encoder import Encoder
-    from ..tokenizer import Tokenizer
 
     encoder = Encoder.from_pretrained(model_dir).eval()
     tokenizer = Tokenizer.from_pretrained(model_dir)
@@ -360,7 +361,6 @@ def _evaluate(model_dir: Path, retrieval_dirs: dict[str, Path], settings: DemoSe
 
 def _transfer(encoder, tokenizer, layer: int, settings: DemoSettings, seed: int) -> dict[str, Any]:
     """Zero-shot transfer: softmax regression on frozen English embeddings, tested everywhere."""
-    from ..embedding import embed_layers
 
     def load(lang: str, split: str) -> tuple[list[str], list[str]]:
         rows = corpus.classification(lang, split)
@@ -438,7 +438,6 @@ def _summary(models: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _plots(out: Path, models: dict[str, dict[str, Any]]) -> list[str]:
-    from ..eval.plots import plot_layerwise
 
     written = []
     for split, title in (("test", "test split"), ("heldout", "held-out split (Firefox)")):

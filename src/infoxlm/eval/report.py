@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvalDataError
-from ..finetune.results import average, markdown_table, transfer_gap
+from .results import average, markdown_table, transfer_gap
 from ..outputs import atomic_file
 from . import paper_results as paper
 from .tatoeba import TATOEBA_CODES, default_layer

@@ -33,14 +33,16 @@ _KINDS = {
 }
 
 
-def data_summary(store: TokenStore, alpha: float) -> dict[str, Any]:
-    """What a run trains on: languages, pairs, their tokens and sampling probabilities."""
-    mono = {lang: corpus.num_tokens for lang, corpus in store.mono.items()}
-    parallel = {pair: corpus.num_tokens for pair, corpus in store.parallel.items()}
-    summary: dict[str, Any] = {"store": str(store.root), "alpha": alpha, "mono": {}, "parallel": {}}
-    for name, counts in (("mono", mono), ("parallel", parallel)):
-        probabilities = language_probabilities(counts, alpha) if any(counts.values()) else {}
-        summary[name] = {k: {"tokens": n, "probability": probabilities.get(k, 0.0)} for k, n in counts.items()}
+def data_summary(store: TokenStore, alpha: float, unit: str = "instances") -> dict[str, Any]:
+    """What a run trains on: languages, pairs, their tokens and sampling probabilities
+    (p ∝ (n/N)^alpha, n counted in ``unit`` as the run's ``data.sampling_unit``)."""
+    summary: dict[str, Any] = {"store": str(store.root), "alpha": alpha, "sampling_unit": unit}
+    corpora = {"mono": store.mono, "parallel": store.parallel}
+    for name, sizes in zip(corpora, store.sampling_sizes(unit)):
+        probabilities = language_probabilities(sizes, alpha) if any(sizes.values()) else {}
+        summary[name] = {
+            k: {"tokens": corpus.num_tokens, "probability": probabilities.get(k, 0.0)} for k, corpus in corpora[name].items()
+        }
     for pair, corpus in store.parallel.items():
         summary["parallel"][pair]["languages"] = list(corpus.languages)
     return summary

@@ -40,7 +40,7 @@ from ..eval.xnli_data import (
 from ..tokenizer import Tokenizer
 from . import defaults
 from .heads import SequenceClassifier, save_task_model
-from .results import average, markdown_table, mean_over_seeds, std_over_seeds, transfer_gap, write_results
+from ..eval.results import average, markdown_table, mean_over_seeds, std_over_seeds, transfer_gap, write_results
 from .training import Evaluation, FinetuneConfig, FinetuneError, copy_config, seed_everything, train
 
 SETTINGS = defaults.XNLI_SETTINGS

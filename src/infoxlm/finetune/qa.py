@@ -34,7 +34,7 @@ from . import defaults
 from .heads import SpanExtractor, save_task_model
 from .qa_decoding import MAX_ANSWER_LENGTH, N_BEST, decode_answers
 from .qa_windows import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH, QAFeature, build_features
-from .results import average, markdown_table, mean_over_seeds, std_over_seeds, transfer_gap, write_results
+from ..eval.results import average, markdown_table, mean_over_seeds, std_over_seeds, transfer_gap, write_results
 from .training import Evaluation, FinetuneConfig, FinetuneError, copy_config, seed_everything, train
 
 DEFAULTS = defaults.MLQA

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from ..model.config import EncoderConfig
 from . import defaults
-from .results import markdown_table, write_results
+from ..eval.results import markdown_table, write_results
 from .training import FinetuneError
 
 # What each task's search selects on: a key of results["mean"], and the words for the tables.

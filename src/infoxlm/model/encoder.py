@@ -31,6 +31,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .autocast import autocast_dtype
 from .config import EncoderConfig
+from .hub import load_weights, read_encoder_config, save_encoder
 from .layer_norm import LayerNorm
 from .mlm_head import MLMHead, add_into_grad
 from .packing import Packing, select_rows
@@ -479,9 +480,9 @@ class Encoder(nn.Module):
         ``weights_only=True``; the MLM head (``lm_head.*``) when present, else a freshly
         initialised one. Raises ``CheckpointError`` for anything that is not XLM-R-shaped.
         """
-        from .hub import load_encoder
-
-        return load_encoder(path, map_location=map_location)
+        encoder = cls(read_encoder_config(path))
+        load_weights(encoder, path, map_location)
+        return encoder
 
     def save_pretrained(
         self,
@@ -491,6 +492,4 @@ class Encoder(nn.Module):
         include_mlm_head: bool = True,
     ) -> Path:
         """Write ``config.json`` + ``model.safetensors`` (+ tokenizer files) that transformers loads as XLM-R."""
-        from .hub import save_encoder
-
         return save_encoder(self, path, tokenizer=tokenizer, include_mlm_head=include_mlm_head)

@@ -23,7 +23,6 @@ from safetensors.torch import load_file, save_file
 
 from ..errors import CheckpointError
 from .config import WRITER_KEY, EncoderConfig
-from .encoder import Encoder
 
 if TYPE_CHECKING:
     from ..tokenizer import Tokenizer
@@ -115,14 +114,22 @@ def _read_safetensors(path: Path, map_location: str | torch.device) -> dict[str,
         raise CheckpointError(f"{path}: not a readable safetensors file ({err})") from None
 
 
-def load_encoder(directory: str | Path, map_location: str | torch.device = "cpu") -> Encoder:
-    """Build an ``Encoder`` from a Hugging Face XLM-R directory; see ``Encoder.from_pretrained``."""
+def read_encoder_config(directory: str | Path) -> EncoderConfig:
+    """The ``config.json`` of a Hugging Face XLM-R directory, checked before any weight is read."""
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a directory; expected a Hugging Face XLM-R checkpoint directory")
-    config = EncoderConfig.load(directory)
+    return EncoderConfig.load(directory)
+
+
+def load_weights(encoder: torch.nn.Module, directory: str | Path, map_location: str | torch.device = "cpu") -> None:
+    """Fill an encoder built from the directory's config with its weights; see ``Encoder.from_pretrained``.
+
+    ``encoder`` is an :class:`~infoxlm.model.encoder.Encoder` (taken as a module, so that
+    this file does not depend on the class that calls it).
+    """
+    directory = Path(directory)
     tensors = read_checkpoint_tensors(directory, map_location)
-    encoder = Encoder(config)
     expected = {k: v for k, v in encoder.state_dict().items() if k != TIED_KEY}
 
     # Checkpoint names → the encoder's: drop the body prefix; older files call the head's bias
@@ -152,7 +159,6 @@ def load_encoder(directory: str | Path, map_location: str | torch.device = "cpu"
     # Weights absent from the file (head or pooler) keep the fresh initialisation.
     encoder.load_state_dict({**expected, **found}, strict=False)
     encoder.loaded_parts = {part for part in ("lm_head", "pooler") if f"{part}.dense.weight" in found}
-    return encoder
 
 
 def _check_complete(expected: dict[str, torch.Tensor], found: dict[str, torch.Tensor], directory: Path) -> None:
@@ -180,12 +186,12 @@ def _short(names: list[str], limit: int = 3) -> str:
 
 
 def save_encoder(
-    encoder: Encoder,
+    encoder: torch.nn.Module,
     directory: str | Path,
     tokenizer: "Tokenizer | None" = None,
     include_mlm_head: bool = True,
 ) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (+ tokenizer files) for transformers.
+    """Write an encoder's ``config.json`` + ``model.safetensors`` (+ tokenizer files) for transformers.
 
     Two layouts, each matching its transformers class weight for weight:
     - masked LM (default), ``XLMRobertaForMaskedLM``'s: the body under ``roberta.``, the head

@@ -348,6 +348,12 @@ def apply_overrides(config: TrainConfig, overrides: list[str]) -> TrainConfig:
     return config.validate()
 
 
+def resolve_config(config: TrainConfig) -> TrainConfig:
+    """The one seed of the run decides the data as well."""
+    config.data = dataclasses.replace(config.data, seed=config.run.seed)
+    return config
+
+
 def load_config_file(path: Path) -> list[str]:
     """A JSON file shaped like ``TrainConfig.to_dict()`` (any subset) → override strings."""
     try:

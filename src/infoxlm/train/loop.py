@@ -37,7 +37,7 @@ from ..objectives.xlco import MomentumContrast, momentum_at
 from ..outputs import atomic_dir, atomic_file, check_output_dir
 from ..tokenizer import Tokenizer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from .config import TrainConfig
+from .config import TrainConfig, resolve_config
 from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, barrier, init_world, shutdown
 from .joint_model import JointModel, MicroStepLosses
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
@@ -52,12 +52,6 @@ STORE_IDENTITY_FILE = "store_identity.json"  # RUN/: the store identity of the l
 
 class TrainingError(InfoXLMError):
     """A run that cannot start or continue (config clash, non-finite loss, …)."""
-
-
-def resolve_config(config: TrainConfig) -> TrainConfig:
-    """The one seed of the run decides the data as well."""
-    config.data = dataclasses.replace(config.data, seed=config.run.seed)
-    return config
 
 
 class Trainer:
@@ -213,7 +207,7 @@ class Trainer:
         if not self.world.is_main:
             return
         # Each file complete or absent: a torn config.json would make the run directory unrecognisable.
-        summary = data_summary(self.store, self.config.data.alpha)  # for the model cards of its exports
+        summary = data_summary(self.store, self.config.data.alpha, self.config.data.sampling_unit)  # for the model cards of its exports
         for name, text in (
             ("config.json", self.config.to_json()),
             (STORE_IDENTITY_FILE, json.dumps(self.store_identity, indent=2, sort_keys=True)),

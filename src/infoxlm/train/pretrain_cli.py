@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..cli_args import positive_int
 from ..errors import InfoXLMError
-from .config import PRESETS, apply_overrides, load_config_file, preset
+from .config import PRESETS, apply_overrides, load_config_file, preset, resolve_config
 
 
 def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
@@ -125,7 +125,7 @@ def resolved_config(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from .loop import pretrain, resolve_config
+    from .loop import pretrain
 
     config = resolved_config(args)
     if args.print_config:

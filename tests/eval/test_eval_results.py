@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infoxlm.finetune.results import average, markdown_table, mean_over_seeds, std_over_seeds, transfer_gap
+from infoxlm.eval.results import average, markdown_table, mean_over_seeds, std_over_seeds, transfer_gap
 
 
 def test_transfer_gap_is_english_minus_mean_of_others():

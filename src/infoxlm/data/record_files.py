@@ -1,0 +1,365 @@
+"""Reading text from records with named fields: JSON Lines, Parquet, saved and Hub datasets.
+
+The readers turn records into the shapes the text readers give (``prepare`` cleans, dedups
+and tokenizes both alike, so the same text in any format makes the same corpus):
+
+* :func:`record_line_blocks` -- one field of every record as :class:`~infoxlm.data.
+  text_files.LineBlock` s. A value is a line of text; a value holding newlines is several
+  lines, and a blank one among them ends a document, as in a text file. A blank value or
+  ``null`` reads as a blank line (skipped, counted as empty, ends a document). With a
+  document field, a change of its value ends a document too (read as a blank line, so the
+  counts equal those of the same text file with blank lines between documents).
+* :func:`record_pair_blocks` -- two fields as :class:`~infoxlm.data.parallel_text.PairBlock`
+  s; newlines inside a value become spaces, ``null`` an empty side (the pair is skipped).
+
+Formats, each streamed in batches (never a whole file in memory):
+
+* JSON Lines (``.jsonl``, compressed too): one object per line, blank lines ignored; read
+  through :func:`~infoxlm.data.text_files.iter_line_blocks`, so errors name ``FILE:LINE``;
+* Parquet: ``pyarrow.parquet.ParquetFile.iter_batches`` over each file; errors name the row;
+* a ``datasets.Dataset.save_to_disk`` directory: its Arrow stream files (``state.json``
+  lists them) read batch by batch with ``pyarrow.ipc``;
+* ``hf:NAME[:CONFIG][:SPLIT]``: ``datasets.load_dataset(..., streaming=True)``; offline, the
+  dataset is read from the local cache.
+
+Rows are counted from 0 in messages, as ``datasets`` and pandas index them. A value that is
+neither a string nor null is an error. ``LineBlock.bytes_read`` and ``PairBlock.bytes_read``
+count bytes of the input on disk, except for ``hf:`` inputs, whose size is unknown: there
+they count records.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from infoxlm.data.inputs import HubDataset, InputSource
+from infoxlm.data.parallel_text import PairBlock
+from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, LineBlock, iter_line_blocks
+from infoxlm.errors import DataError
+
+__all__ = ["record_line_blocks", "record_pair_blocks", "require_package"]
+
+# Rows per batch from Parquet and Hub datasets: a few MB of text for sentences or paragraphs.
+BATCH_ROWS = 4096
+_EXTRAS = {"pyarrow": "parquet", "datasets": "hf-datasets"}
+_STRING_TYPES = ("string", "large_string", "string_view", "null")
+
+
+class _Invalid:
+    """A JSON Lines line that is not valid UTF-8 (with ``skip_invalid``): skipped and counted."""
+
+
+INVALID = _Invalid()
+_NO_DOCUMENT = object()  # the document id before an input's first record
+
+
+def require_package(name: str, what: str) -> ModuleType:
+    """Import an optional dependency, or say in one line which extra to install."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        package = name.split(".")[0]
+        raise DataError(
+            f"reading {what} needs the {package} package; pip install 'infoxlm[{_EXTRAS[package]}]'"
+        ) from None
+
+
+@dataclass
+class _RecordBatch:
+    """Consecutive records of one file: ``values[field][i]`` is that of record ``numbers[i]``."""
+
+    values: dict[str, list[Any]]
+    numbers: range | list[int]  # line numbers (JSON Lines, from 1) or row numbers (from 0)
+    progress: int  # bytes of the input consumed since the previous batch (records for hf:)
+    file: Path | str  # the file (of a directory input) the records come from, or hf:…
+    by_line: bool = False  # numbers are line numbers
+
+    def where(self, number: int) -> str:
+        return f"{self.file}:{number}" if self.by_line else f"{self.file}: row {number}"
+
+
+# --------------------------------------------------------------------------------------
+# Records -> line blocks / pair blocks
+# --------------------------------------------------------------------------------------
+
+
+def record_line_blocks(
+    source: InputSource,
+    field: str,
+    doc_field: str | None = None,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    skip_invalid: bool = False,
+) -> Iterator[LineBlock]:
+    """The ``field`` values of ``source`` as lines (see the module docstring)."""
+    first_line, document = 1, _NO_DOCUMENT
+    for batch in _record_batches(source, [field], doc_field, block_bytes, skip_invalid):
+        lines: list[str | None] = []
+        documents = batch.values[doc_field] if doc_field is not None else None
+        for i, (number, value) in enumerate(zip(batch.numbers, batch.values[field])):
+            if documents is not None and documents[i] is not INVALID:
+                if document is not _NO_DOCUMENT and documents[i] != document:
+                    lines.append("")  # a new document id ends the document, as a blank line
+                document = documents[i]
+            lines.extend(_value_lines(_checked(value, batch, field, number)))
+        yield LineBlock(Path(str(source.label)), first_line, lines, batch.progress)
+        first_line += len(lines)
+
+
+def record_pair_blocks(
+    source: InputSource,
+    src_field: str,
+    tgt_field: str,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    skip_invalid: bool = False,
+) -> Iterator[PairBlock]:
+    """The ``src_field`` and ``tgt_field`` values of ``source`` as translation pairs."""
+    for batch in _record_batches(source, [src_field, tgt_field], None, block_bytes, skip_invalid):
+        sides = []
+        for field in (src_field, tgt_field):
+            values = zip(batch.numbers, batch.values[field])
+            sides.append([_value_side(_checked(value, batch, field, number)) for number, value in values])
+        yield PairBlock(sides[0], sides[1], batch.progress)
+
+
+_KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object"}
+
+
+def _checked(value: Any, batch: _RecordBatch, field: str, number: int) -> str | None | _Invalid:
+    if value is None or value is INVALID or isinstance(value, str):
+        return value
+    kind = _KINDS.get(type(value), f"a {type(value).__name__}")
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise DataError(f"{batch.where(number)}: field {field!r} is {kind} ({shown}); expected a string or null")
+
+
+def _value_lines(value: str | None | _Invalid) -> list[str | None]:
+    if value is INVALID:
+        return [None]
+    if not value:
+        return [""]
+    if "\r" in value:
+        value = value.replace("\r\n", "\n")
+    if value.endswith("\n"):  # a value's final line break does not begin another line
+        value = value[:-1]
+    return value.split("\n")  # type: ignore[return-value]
+
+
+def _value_side(value: str | None | _Invalid) -> str | None:
+    if value is INVALID:
+        return None
+    return (value or "").replace("\r\n", " ").replace("\n", " ")
+
+
+# --------------------------------------------------------------------------------------
+# The formats: each yields _RecordBatch es holding the text fields and the document field
+# --------------------------------------------------------------------------------------
+
+
+def _record_batches(
+    source: InputSource, text_fields: list[str], doc_field: str | None, block_bytes: int, skip_invalid: bool
+) -> Iterator[_RecordBatch]:
+    if source.kind == "jsonl":
+        return _jsonl_batches(source, text_fields, doc_field, block_bytes, skip_invalid)
+    if source.kind == "parquet":
+        return _parquet_batches(source, text_fields, doc_field)
+    if source.kind == "saved-dataset":
+        return _saved_dataset_batches(source, text_fields, doc_field)
+    if source.kind == "hf":
+        return _hub_batches(source.dataset, text_fields, doc_field)
+    raise ValueError(f"{source.label}: a {source.kind} input has no records")
+
+
+def _missing_field(where: str, field: str, present: list[str], what: str = "fields") -> DataError:
+    names = ", ".join(repr(name) for name in present) or "none"
+    return DataError(f"{where}: no field {field!r}; its {what} are {names}; expected the name of one of them")
+
+
+def _fields(text_fields: list[str], doc_field: str | None) -> list[str]:
+    return text_fields if doc_field is None else [*text_fields, doc_field]
+
+
+def _jsonl_batches(
+    source: InputSource, text_fields: list[str], doc_field: str | None, block_bytes: int, skip_invalid: bool
+) -> Iterator[_RecordBatch]:
+    fields = _fields(text_fields, doc_field)
+    for block in iter_line_blocks(source.path, block_bytes, skip_invalid):
+        values: dict[str, list[Any]] = {field: [] for field in fields}
+        numbers: list[int] = []
+        for number, line in enumerate(block.lines, start=block.first_line):
+            if line is None:
+                record: dict[str, Any] = dict.fromkeys(fields, INVALID)
+            elif not line.strip():
+                continue
+            else:
+                record = _parse_json_line(source, number, line)
+            for field in fields:
+                if field not in record:
+                    raise _missing_field(f"{source.label}:{number}", field, list(record))
+                values[field].append(record[field])
+            numbers.append(number)
+        block.lines = []
+        yield _RecordBatch(values, numbers, block.bytes_read, source.label, by_line=True)
+
+
+def _parse_json_line(source: InputSource, number: int, line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"{source.label}:{number}: invalid JSON ({exc.msg} at column {exc.colno}); "
+            "expected one JSON object per line"
+        ) from None
+    if not isinstance(record, dict):
+        kind = _KINDS.get(type(record), "a string" if isinstance(record, str) else "null")
+        raise DataError(f"{source.label}:{number}: {kind}, not an object; expected one JSON object per line")
+    return record
+
+
+def _check_schema(schema: Any, text_fields: list[str], doc_field: str | None, where: Path) -> None:
+    """Every field is a column; the text fields hold strings (or only nulls)."""
+    for field in _fields(text_fields, doc_field):
+        if field not in schema.names:
+            raise _missing_field(str(where), field, list(schema.names), "columns")
+    for field in text_fields:
+        kind = str(schema.field(field).type)
+        if kind not in _STRING_TYPES:
+            raise DataError(f"{where}: column {field!r} holds {kind}; expected strings")
+
+
+def _columns(batch: Any, fields: list[str]) -> dict[str, list[Any]]:
+    return {field: batch.column(field).to_pylist() for field in fields}
+
+
+def _parquet_batches(source: InputSource, text_fields: list[str], doc_field: str | None) -> Iterator[_RecordBatch]:
+    parquet = require_package("pyarrow.parquet", "Parquet files")
+    fields = _fields(text_fields, doc_field)
+    for path in source.parquet_files():
+        try:
+            file = parquet.ParquetFile(path)
+        except Exception as exc:  # pyarrow's errors for a file that is not Parquet
+            raise DataError(f"{path}: cannot read as Parquet ({exc}); expected a Parquet file") from None
+        with file:
+            _check_schema(file.schema_arrow, text_fields, doc_field, path)
+            size, rows = path.stat().st_size, max(file.metadata.num_rows, 1)
+            row = reported = 0
+            for batch in file.iter_batches(batch_size=BATCH_ROWS, columns=fields):
+                numbers = range(row, row + batch.num_rows)
+                row += batch.num_rows
+                done = size * row // rows  # bytes in proportion to the rows read
+                yield _RecordBatch(_columns(batch, fields), numbers, done - reported, path)
+                reported = done
+
+
+def _saved_dataset_batches(
+    source: InputSource, text_fields: list[str], doc_field: str | None
+) -> Iterator[_RecordBatch]:
+    """The Arrow stream files that ``state.json`` lists, in its order, batch by batch."""
+    pyarrow = require_package("pyarrow", "datasets saved with save_to_disk")
+    require_package("pyarrow.ipc", "datasets saved with save_to_disk")
+    fields = _fields(text_fields, doc_field)
+    assert source.path is not None
+    row = 0
+    for path in _saved_dataset_files(source.path):
+        with pyarrow.OSFile(str(path)) as raw:
+            try:
+                reader = pyarrow.ipc.open_stream(raw)
+            except Exception as exc:  # pyarrow.ArrowInvalid and kin
+                raise DataError(
+                    f"{path}: cannot read as an Arrow stream ({exc}); expected a save_to_disk file"
+                ) from None
+            _check_schema(reader.schema, text_fields, doc_field, source.path)
+            reported = 0
+            for batch in reader:
+                numbers = range(row, row + batch.num_rows)
+                row += batch.num_rows
+                done = raw.tell()
+                yield _RecordBatch(_columns(batch, fields), numbers, done - reported, source.path)
+                reported = done
+            rest = path.stat().st_size - reported  # the stream's end marker: progress ends at 100%
+            yield _RecordBatch({field: [] for field in fields}, range(row, row), rest, source.path)
+
+
+def _saved_dataset_files(path: Path) -> list[Path]:
+    state = path / "state.json"
+    try:
+        files = [path / entry["filename"] for entry in json.loads(state.read_text(encoding="utf-8"))["_data_files"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{state}: unreadable ({exc}); expected the state.json of datasets.save_to_disk") from None
+    for file in files:
+        if not file.is_file():
+            raise DataError(
+                f"{file}: no such file, though {state} lists it; expected a complete save_to_disk directory"
+            )
+    return files
+
+
+def _hub_batches(dataset: HubDataset, text_fields: list[str], doc_field: str | None) -> Iterator[_RecordBatch]:
+    """Rows of a Hub dataset, streamed; offline, from the local cache. Progress: records."""
+    fields = _fields(text_fields, doc_field)
+    rows = iter(_load_hub_dataset(dataset))
+    row = 0
+    while True:
+        try:
+            chunk = [record for _, record in zip(range(BATCH_ROWS), rows)]
+        except Exception as exc:  # a connection lost while streaming, a damaged cache file
+            raise DataError(
+                f"{dataset}: reading stopped at row {row} ({_first_line(exc)}); expected a readable dataset"
+            ) from None
+        if not chunk:
+            return
+        for field in fields:
+            if field not in chunk[0]:
+                raise _missing_field(f"{dataset}: row {row}", field, list(chunk[0]))
+        values = {field: [record.get(field) for record in chunk] for field in fields}
+        yield _RecordBatch(values, range(row, row + len(chunk)), len(chunk), str(dataset))
+        row += len(chunk)
+
+
+def _load_hub_dataset(dataset: HubDataset) -> Any:
+    datasets = require_package("datasets", "hf: datasets")
+    try:
+        return datasets.load_dataset(dataset.name, dataset.config, split=dataset.split, streaming=True)
+    except Exception as exc:  # unknown name, config or split; no network
+        error = exc
+    offline = _offline_reason(datasets, error)
+    if offline is None:
+        raise DataError(f"{dataset}: cannot load it ({_first_line(error)}); expected a dataset on the Hugging Face Hub")
+    try:  # offline: a dataset downloaded before is in the local cache
+        return datasets.load_dataset(dataset.name, dataset.config, split=dataset.split)
+    except Exception:
+        pass
+    cache = getattr(datasets.config, "HF_DATASETS_CACHE", "the datasets cache")
+    raise DataError(
+        f"{dataset}: not in the local cache ({cache}) and offline ({offline}); "
+        "expected a dataset downloaded before, with network access"
+    )
+
+
+def _offline_reason(datasets: ModuleType, error: BaseException) -> str | None:
+    """Why the Hub cannot be reached (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE set, or the
+    error chain says there is no network), or None when it can."""
+    for variable in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        if os.environ.get(variable, "").upper() in ("1", "ON", "YES", "TRUE"):
+            return f"{variable} is set"
+    if getattr(datasets.config, "HF_HUB_OFFLINE", False):
+        return "HF_HUB_OFFLINE is set"
+    seen: BaseException | None = error
+    while seen is not None:
+        name = type(seen).__name__
+        if isinstance(seen, (ConnectionError, TimeoutError)) or "Connect" in name or "Offline" in name:
+            return "no network"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
