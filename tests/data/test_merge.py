@@ -247,3 +247,23 @@ def test_a_file_without_text_split_across_shards_is_refused_by_the_merge(tmp_pat
     code, _, err = _run(capsys, "prepare", "merge", tmp_path / "out", *parts, "--no-progress")
     assert code == 1 and err.endswith("b.txt: no non-empty line; expected UTF-8 text, one sentence per line")
     assert not (tmp_path / "out").exists()  # the tokenizer copy, store.json and the corpus taken back
+
+
+def test_an_interrupted_merge_leaves_nothing(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    from infoxlm.data import merge as merge_module
+
+    ru = _write(tmp_path / "ru.txt", _documents(4, 10))
+    for i in range(2):
+        assert _run(capsys, *_mono(tiny_model_dir, "ru", [ru], tmp_path / f"part{i}", "--shard", f"{i}/2"))[0] == 0
+    copy, calls = merge_module._copy, []
+
+    def interrupted(*args):
+        calls.append(args[1])
+        if len(calls) == 3:  # part-way through the corpus
+            raise KeyboardInterrupt
+        copy(*args)
+
+    monkeypatch.setattr(merge_module, "_copy", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        merge_module.merge_stores(tmp_path / "out", [tmp_path / "part0", tmp_path / "part1"], show_progress=False)
+    assert not (tmp_path / "out").exists()
