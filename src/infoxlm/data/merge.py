@@ -299,7 +299,8 @@ def _merged_meta(pieces: list[_Piece], joins: int) -> dict[str, Any]:
     if "documents" in counts:
         counts["documents"] -= joins
     sources = [
-        {**source, "kept": sum(meta["sources"][i]["kept"] for meta in metas)} for i, source in enumerate(base["sources"])
+        {**source, "kept": sum(meta["sources"][i]["kept"] for meta in metas)}
+        for i, source in enumerate(base["sources"])
     ]
     for source in sources:  # what one prepare checks file by file, a shard only for its whole files
         if source["kept"] == 0:

@@ -71,8 +71,8 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
         "--shard", metavar="I/N",
         help="prepare only part I of N (0 <= I < N) of the input, into a store of its own, e.g. "
         "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; `prepare merge` joins the N stores. N or more files are "
-        "split by file; fewer by byte range at line starts (by line ranges where a file is compressed; "
-        "--src/--tgt by line ranges). Not with --dedup",
+        "split by file; fewer by byte ranges at line starts (by line ranges when any is compressed; "
+        "--src/--tgt always by line ranges). Text files only; not with --dedup",
     )  # fmt: skip
     parser.add_argument("--force", action="store_true", help="prepare again even if the corpus is up to date")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -112,7 +112,9 @@ def check_shard(shard: tuple[int, int]) -> tuple[int, int]:
     except (TypeError, ValueError):
         raise DataError(f"shard={shard!r} is invalid; expected (index, count) with 0 <= index < count") from None
     if any(isinstance(v, bool) or not isinstance(v, int) for v in (index, count)) or not 0 <= index < count:
-        raise DataError(f"--shard {index}/{count} is out of range; expected I/N with 0 <= I < N (e.g. 0/{max(count, 2)})")
+        raise DataError(
+            f"--shard {index}/{count} is out of range; expected I/N with 0 <= I < N (e.g. 0/{max(count, 2)})"
+        )
     return index, count
 
 
@@ -202,6 +204,7 @@ def _parts(
             if starts_file and ends_file:
                 parts.append(FilePart(path))
             else:
-                parts.append(FilePart(path, **{kind: (start - before, stop - before)}, starts_file=starts_file, ends_file=ends_file))
+                span = {kind: (start - before, stop - before)}
+                parts.append(FilePart(path, **span, starts_file=starts_file, ends_file=ends_file))
         before += size
     return tuple(parts)
