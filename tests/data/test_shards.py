@@ -141,10 +141,13 @@ def test_a_shard_records_whether_its_documents_go_on(tmp_path, tiny_model_dir):
     assert len({s["input_fingerprint"] for s in shards}) == 1
     assert shards[1]["parts"][0]["path"] == str(ru.resolve()) and len(shards[1]["parts"][0]["bytes"]) == 2
 
-    # Run again: each shard is up to date in its own store; another shard is not.
+    # Run again: each shard is up to date in its own store; another shard must not replace it.
     again = prepare_monolingual("ru", [ru], tiny_model_dir, tmp_path / "part1", shard=(1, 3), show_progress=False)
     assert again.up_to_date
-    assert not prepare_monolingual("ru", [ru], tiny_model_dir, tmp_path / "part1", shard=(2, 3), show_progress=False).up_to_date
+    with pytest.raises(DataError, match=r"part1/mono/ru: holds shard 1/3 of this input; expected shard 2/3 in a store"):
+        prepare_monolingual("ru", [ru], tiny_model_dir, tmp_path / "part1", shard=(2, 3), show_progress=False)
+    whole = prepare_monolingual("ru", [ru], tiny_model_dir, tmp_path / "part1", show_progress=False)
+    assert not whole.up_to_date and "shard" not in whole.meta  # the whole input may replace it
 
 
 def test_shard_on_the_command_line_and_with_dedup(tmp_path, tiny_model_dir, capsys):

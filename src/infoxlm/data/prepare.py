@@ -458,6 +458,21 @@ class _Job:
             return None  # damaged: prepare it again
         return corpus.meta
 
+    def check_no_other_shard(self) -> None:
+        """A shard must not replace another shard of the same input (each goes to its own store)."""
+        try:
+            theirs = read_json(self.corpus_path / "meta.json").get("shard")
+        except StoreError:
+            return
+        if self.plan is None or not isinstance(theirs, dict):
+            return
+        same_input = theirs.get("input_fingerprint") == self.input_fingerprint()
+        if same_input and (theirs.get("index"), theirs.get("count")) != (self.plan.index, self.plan.count):
+            raise DataError(
+                f"{self.corpus_path}: holds shard {theirs.get('index')}/{theirs.get('count')} of this input; "
+                f"expected shard {self.plan.index}/{self.plan.count} in a store of its own (another --output)"
+            )
+
     def run(self, force: bool, show_progress: bool, write) -> PrepareResult:
         # The tokenizers library runs encode_batch on all cores unless this says "false";
         # "true" also keeps it on in a forked child, where it would otherwise switch off.
@@ -468,6 +483,7 @@ class _Job:
             TokenStore.ensure(self.root, self.tokenizer.identity(), self.tokenizer.save_pretrained, created)
             with corpus_lock(self.root, self.kind, self.name):
                 remove_stale_partials(self.root)
+                self.check_no_other_shard()
                 if not force:
                     meta = self.existing_corpus_matches(fingerprint)
                     if meta is not None:
