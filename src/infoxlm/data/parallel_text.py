@@ -28,9 +28,16 @@ class PairBlock:
 
 
 def read_aligned_pairs(
-    src_path: Path, tgt_path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES, skip_invalid: bool = False
+    src_path: Path,
+    tgt_path: Path,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    skip_invalid: bool = False,
+    line_range: tuple[int, int | None] | None = None,
 ) -> Iterator[PairBlock]:
     """Read two files in lockstep: line i of one pairs with line i of the other.
+
+    ``line_range=(start, stop)`` reads only lines ``[start, stop)`` of both (0-based;
+    ``stop`` None: to the end, where the line counts are compared).
 
     The files' blocks end at different lines, so lines wait in a buffer until the other
     side has them too. Whether the files have equally many lines is known only when the
@@ -40,7 +47,7 @@ def read_aligned_pairs(
         DataError: the files have different numbers of lines (naming both files and both
             counts), or any error of :func:`iter_line_blocks`.
     """
-    readers = [iter_line_blocks(path, block_bytes, skip_invalid) for path in (src_path, tgt_path)]
+    readers = [iter_line_blocks(path, block_bytes, skip_invalid, line_range=line_range) for path in (src_path, tgt_path)]
     buffers: list[list[str | None]] = [[], []]
     try:
         while True:
@@ -69,15 +76,18 @@ def read_aligned_pairs(
 
 
 def read_tsv_pairs(
-    path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES, skip_invalid: bool = False
+    path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES, skip_invalid: bool = False, **part
 ) -> Iterator[PairBlock]:
     """Read ``source<TAB>target`` lines; a blank line becomes a pair of two empty sides.
+
+    ``part`` (``byte_range`` or ``line_range``) reads a part of the file, as
+    :func:`iter_line_blocks` does.
 
     Raises:
         DataError: a line that is not blank and does not have exactly two columns
             (``FILE:LINE: N tab-separated columns``), or any error of :func:`iter_line_blocks`.
     """
-    for block in iter_line_blocks(path, block_bytes, skip_invalid):
+    for block in iter_line_blocks(path, block_bytes, skip_invalid, **part):
         src: list[str | None] = []
         tgt: list[str | None] = []
         for number, line in enumerate(block.lines, start=block.first_line):
@@ -94,6 +104,6 @@ def read_tsv_pairs(
                 tgt.append("")
             else:
                 raise DataError(
-                    f"{path}:{number}: {len(columns)} tab-separated columns; expected 2 (source<TAB>target)"
+                    f"{block.where(number)}: {len(columns)} tab-separated columns; expected 2 (source<TAB>target)"
                 )
         yield PairBlock(src, tgt, block.bytes_read)

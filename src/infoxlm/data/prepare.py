@@ -29,6 +29,13 @@ that other corpora have joined meanwhile is kept.
 Re-running is cheap: meta.json records a fingerprint of the inputs (resolved paths, sizes,
 modification times), the options and the tokenizer; when it matches, nothing is done.
 
+With ``shard=(i, n)`` a call prepares only the i-th of n parts of the input (planned by
+:mod:`~infoxlm.data.shards`) into a store of its own; meta.json's ``shard`` records which
+part, the whole input's fingerprint, and whether the part's first line begins a document of
+the whole input and its last document ends there, so that :mod:`~infoxlm.data.merge` can join
+the parts into exactly the corpus one call over the whole input writes. ``dedup`` is refused
+with a shard (a shard cannot see the lines of the others).
+
 Example::
 
     >>> result = prepare_monolingual("de", ["de.txt"], "tok/", "store/")   # doctest: +SKIP
@@ -62,6 +69,7 @@ from infoxlm.data.inputs import InputSource, input_source
 from infoxlm.data.languages import canonical_language, language_name, parse_language_pair
 from infoxlm.data.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
 from infoxlm.data.prefetch import prefetch
+from infoxlm.data.shards import FilePart, ShardPlan, plan_aligned_shard, plan_shard
 from infoxlm.data.store import (
     OFFSET_DTYPE,
     TOKEN_DTYPE,
@@ -124,7 +132,8 @@ class PrepareResult:
         skipped = {reason: n for reason, n in self.meta["skipped"].items() if n}
         if skipped:
             text += " (skipped " + ", ".join(f"{reason} {n:,}" for reason, n in skipped.items()) + ")"
-        return text + f" -> {self.path}"
+        shard = self.meta.get("shard")
+        return text + f" -> {self.path}" + (f" (shard {shard['index']}/{shard['count']})" if shard else "")
 
 
 # --------------------------------------------------------------------------------------
@@ -146,6 +155,7 @@ def prepare_monolingual(
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     field: str | None = None,
     doc_field: str | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> PrepareResult:
     """Tokenize monolingual text into ``output/mono/<language>``.
 
@@ -165,12 +175,16 @@ def prepare_monolingual(
             ``field``, a value that is neither a string nor null, invalid JSON.
 
     ``dedup`` drops every line (after cleaning) that appeared before in these inputs,
-    counted as ``skipped["duplicate"]``.
+    counted as ``skipped["duplicate"]``. ``shard=(i, n)`` prepares only the i-th of n parts
+    of the inputs (see the module's docstring).
         StoreError: ``output`` was written with another tokenizer.
     """
     language = canonical_language(language)
     sources = _input_sources(inputs)
-    job = _Job("mono", language, sources, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup)
+    plan = None
+    if shard is not None:
+        plan = plan_shard([source.path for source in _text_only(sources, shard, dedup)], shard)
+    job = _Job("mono", language, sources, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup, plan)
     job.fields = _mono_fields(sources, field, doc_field)
     job.extra_meta = {"language": language, "language_name": language_name(language)}
     return job.run(force, show_progress, _write_monolingual)
@@ -195,6 +209,7 @@ def prepare_parallel(
     force: bool = False,
     show_progress: bool = True,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    shard: tuple[int, int] | None = None,
 ) -> PrepareResult:
     """Tokenize translation pairs into ``output/parallel/<src>-<tgt>``.
 
@@ -214,7 +229,8 @@ def prepare_parallel(
             :func:`prepare_monolingual`), malformed TMX.
 
     ``dedup`` drops every pair (both sides, after cleaning) that appeared before, counted as
-    ``skipped["duplicate"]``.
+    ``skipped["duplicate"]``. ``shard=(i, n)`` prepares only the i-th of n parts of the pairs
+    (a TSV file split as monolingual input is; two files by the same line ranges).
         StoreError: ``output`` was written with another tokenizer.
     """
     src_language, tgt_language = parse_language_pair(pair, allow_non_english)
@@ -236,7 +252,11 @@ def prepare_parallel(
         form, write = sources[0].kind, _write_tmx if sources[0].kind == "tmx" else _write_records
     else:
         raise DataError(f"parallel corpus {name} needs --src and --tgt files, one --tsv or --tmx file, or --input")
-    job = _Job("parallel", name, sources, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup)
+    plan = None
+    if shard is not None:
+        paths = [source.path for source in _text_only(sources, shard, dedup)]
+        plan = plan_shard(paths, shard) if tsv is not None else plan_aligned_shard(*paths, shard)
+    job = _Job("parallel", name, sources, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup, plan)
     if sources[0].has_records:
         job.fields = {"src_field": src_field or src_language, "tgt_field": tgt_field or tgt_language}
     job.extra_meta = {"languages": {"src": src_language, "tgt": tgt_language}, "format": form}
@@ -246,6 +266,22 @@ def prepare_parallel(
 # --------------------------------------------------------------------------------------
 # The job: validation, up-to-date check, store handling and meta.json around one writer
 # --------------------------------------------------------------------------------------
+
+
+def _text_only(sources: list[InputSource], shard: tuple[int, int], dedup: bool) -> list[InputSource]:
+    """The inputs of a shard: text files (a record or TMX input has no line ranges), no --dedup."""
+    if dedup:
+        raise DataError(
+            "--dedup cannot be combined with --shard: a shard sees only its own lines, so lines repeated "
+            "in other shards would stay; expected one of the two (prepare without --shard to drop duplicates)"
+        )
+    for source in sources:
+        if source.kind != "text":
+            raise DataError(
+                f"{source.label}: a {source.kind} input cannot be prepared in shards; expected text files "
+                "with --shard (or prepare this input without it)"
+            )
+    return sources
 
 
 def _text_sources(inputs: Sequence[PathLike], flag: str) -> list[InputSource]:
@@ -307,6 +343,9 @@ class _Stats:
     lines_per_file: dict[Path, int] = field(default_factory=dict)  # kept lines (or pairs) per file
     text_lines_per_file: dict[Path, int] = field(default_factory=dict)  # mono: non-empty, duplicates too
     counts: dict[str, int] = field(default_factory=dict)
+    # Mono shards: a document boundary of the whole input before the first line, after the last.
+    opens_document: bool | None = None
+    closes_document: bool = False
 
 
 class _Job:
@@ -323,6 +362,7 @@ class _Job:
         skip_invalid: bool,
         block_bytes: int,
         dedup: bool = False,
+        plan: ShardPlan | None = None,
     ):
         if isinstance(max_line_tokens, bool) or not isinstance(max_line_tokens, int) or max_line_tokens < 1:
             raise DataError(f"max_line_tokens={max_line_tokens!r} is invalid; expected an integer >= 1")
@@ -337,6 +377,7 @@ class _Job:
         # 16-byte digests of the lines (pairs) kept so far: about 100 bytes of memory each.
         self.seen: set[bytes] | None = set() if dedup else None
         self.block_bytes = block_bytes
+        self.plan = plan
         self.extra_meta: dict[str, Any] = {}
         self.stats = _Stats()
         if dedup:
@@ -346,6 +387,10 @@ class _Job:
     @property
     def corpus_path(self) -> Path:
         return self.root / self.kind / self.name
+
+    def reads_whole(self, path: Path | str) -> bool:
+        """Whether this job reads all of input ``path`` (a shard may read a part of it)."""
+        return self.plan is None or any(part.path == path and part.whole for part in self.plan.parts)
 
     def options(self) -> dict[str, Any]:
         options = {"max_line_tokens": self.max_line_tokens, "skip_invalid": self.skip_invalid}
@@ -373,6 +418,9 @@ class _Job:
 
     def progress_total(self) -> tuple[int | None, str]:
         """(total, unit) of the progress bar: input bytes, or records when a size is unknown."""
+        if self.plan is not None:  # a shard: the bytes of its parts
+            parts = self.plan.parts
+            return sum(p.byte_range[1] - p.byte_range[0] if p.byte_range else p.path.stat().st_size for p in parts), "B"
         sizes = [source["bytes"] for source in self.sources()]
         return (None, " records") if None in sizes else (sum(sizes), "B")
 
@@ -389,6 +437,13 @@ class _Job:
         }
         return hashlib.sha256(json.dumps(record, sort_keys=True).encode("utf-8")).hexdigest()
 
+    def corpus_fingerprint(self) -> str:
+        """The input fingerprint, and for a shard which part of the input it holds."""
+        if self.plan is None:
+            return self.input_fingerprint()
+        record = {"input": self.input_fingerprint(), "shard": [self.plan.index, self.plan.count]}
+        return hashlib.sha256(json.dumps(record).encode("utf-8")).hexdigest()
+
     def existing_corpus_matches(self, fingerprint: str) -> dict[str, Any] | None:
         """meta.json of an intact corpus prepared from exactly these inputs, else None."""
         meta_path = self.corpus_path / "meta.json"
@@ -403,16 +458,32 @@ class _Job:
             return None  # damaged: prepare it again
         return corpus.meta
 
+    def check_no_other_shard(self) -> None:
+        """A shard must not replace another shard of the same input (each goes to its own store)."""
+        try:
+            theirs = read_json(self.corpus_path / "meta.json").get("shard")
+        except StoreError:
+            return
+        if self.plan is None or not isinstance(theirs, dict):
+            return
+        same_input = theirs.get("input_fingerprint") == self.input_fingerprint()
+        if same_input and (theirs.get("index"), theirs.get("count")) != (self.plan.index, self.plan.count):
+            raise DataError(
+                f"{self.corpus_path}: holds shard {theirs.get('index')}/{theirs.get('count')} of this input; "
+                f"expected shard {self.plan.index}/{self.plan.count} in a store of its own (another --output)"
+            )
+
     def run(self, force: bool, show_progress: bool, write) -> PrepareResult:
         # The tokenizers library runs encode_batch on all cores unless this says "false";
         # "true" also keeps it on in a forked child, where it would otherwise switch off.
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-        fingerprint = self.input_fingerprint()
+        fingerprint = self.corpus_fingerprint()
         # Everything made below is taken back if anything fails before the corpus is in place.
         with CreatedPaths(self.root) as created:
             TokenStore.ensure(self.root, self.tokenizer.identity(), self.tokenizer.save_pretrained, created)
             with corpus_lock(self.root, self.kind, self.name):
                 remove_stale_partials(self.root)
+                self.check_no_other_shard()
                 if not force:
                     meta = self.existing_corpus_matches(fingerprint)
                     if meta is not None:
@@ -454,11 +525,21 @@ class _Job:
                 for path, source in zip(self.paths, self.sources())
             ],
             "options": self.options(),
+            **({"shard": self.shard_meta()} if self.plan is not None else {}),
             "input_fingerprint": fingerprint,
             "prepared_with": {"infoxlm": __version__, "prepare_version": PREPARE_VERSION},
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(seconds, 3),
         }
+
+    def shard_meta(self) -> dict[str, Any]:
+        """meta.json's ``shard``: which part, of which input, and how its ends meet the others."""
+        shard = {**self.plan.meta(), "input_fingerprint": self.input_fingerprint()}
+        if self.kind == "mono":
+            closes = self.stats.closes_document
+            opens = closes if self.stats.opens_document is None else self.stats.opens_document  # None: no line
+            shard.update(opens_document=opens, closes_document=closes)
+        return shard
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer.encode_batch(texts, add_special_tokens=False) if texts else []
@@ -516,8 +597,13 @@ class _MonoBlock:
     bytes_read: int
 
 
-def _mono_line_blocks(job: _Job) -> Iterator[tuple[Path | str, Iterator[LineBlock]]]:
-    """(label, its line blocks) for each input, text files and records alike."""
+def _mono_line_blocks(job: _Job) -> Iterator[tuple[Path | str, Iterator[LineBlock], FilePart | None]]:
+    """(label, its line blocks, the part read or None for all of it) for each input, text
+    files and records alike; a shard's file parts only."""
+    if job.plan is not None:
+        for part in job.plan.parts:
+            yield part.path, iter_line_blocks(part.path, job.block_bytes, job.skip_invalid, **part.read_options()), part
+        return
     for source in job.inputs:
         if source.has_records:
             blocks = record_line_blocks(
@@ -525,15 +611,20 @@ def _mono_line_blocks(job: _Job) -> Iterator[tuple[Path | str, Iterator[LineBloc
             )
         else:
             blocks = iter_line_blocks(source.path, job.block_bytes, job.skip_invalid)
-        yield source.label, blocks
+        yield source.label, blocks, None
 
 
-def _read_monolingual(job: _Job, inputs: Iterable[tuple[Path | str, Iterator[LineBlock]]]) -> Iterator[_MonoBlock]:
+def _read_monolingual(
+    job: _Job, inputs: Iterable[tuple[Path | str, Iterator[LineBlock], FilePart | None]]
+) -> Iterator[_MonoBlock]:
     """Clean every input's lines, drop empty ones and mark where documents begin."""
     stats = job.stats
-    for path, blocks in inputs:
+    starts_document = False  # an input begins a document, and so does a blank line
+    ends_input = False  # the last input was read to its end (a shard of an empty part reads none)
+    for path, blocks, part in inputs:
         stats.lines_per_file[path] = 0
-        starts_document = True  # an input begins a document, and so does a blank line
+        starts_document |= part is None or part.starts_file
+        ends_input = part is None or part.ends_file
         for block in blocks:
             stats.input_lines += len(block.lines)
             texts: list[str] = []
@@ -571,7 +662,10 @@ def _read_monolingual(job: _Job, inputs: Iterable[tuple[Path | str, Iterator[Lin
             stats.lines_per_file[path] += kept
             stats.text_lines_per_file[path] = stats.text_lines_per_file.get(path, 0) + kept + duplicates
             yield _MonoBlock(texts, opens, whole, block.bytes_read)
-        job.check_not_empty(path)
+        if part is None or part.whole:
+            job.check_not_empty(path)
+    # A blank line or an input's end after the last line: the last document ends here.
+    stats.closes_document = starts_document or ends_input
 
 
 def _write_monolingual(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
@@ -593,6 +687,7 @@ def _write_monolingual_blocks(
     # ends a document (and so gets a second </s>): (ids per line, ends-a-document per line).
     held: tuple[list[list[int]], list[bool]] = ([], [])
     writer.append("lines.i64", np.zeros(1), OFFSET_DTYPE)
+    writer.append("tokens.u32", np.zeros(0), TOKEN_DTYPE)  # exists also for an empty shard
 
     def write_held() -> None:
         nonlocal stream_length
@@ -610,6 +705,8 @@ def _write_monolingual_blocks(
             if not ids:  # e.g. only characters the tokenizer's normaliser drops
                 stats.skipped["no_tokens"] += 1
                 continue
+            if not num_lines and not pieces:  # the first line begins a document, also in a shard
+                stats.opens_document, pending_start = pending_start, True  # that starts inside one
             if pending_start:
                 previous = doc_ends or held[1]  # the line before this one ends a document
                 if previous:
@@ -632,10 +729,12 @@ def _write_monolingual_blocks(
         num_tokens += sum(map(len, pieces))
         progress.update(block.bytes_read)
         progress.set_postfix_str(f"{num_tokens:,} tokens", refresh=False)
-    if num_lines == 0:
+    stats.closes_document |= pending_start
+    if num_lines == 0 and job.plan is None:
         raise DataError(f"{', '.join(map(str, job.paths))}: no line produced any token; expected text")
-    held[1][-1] = True  # the input's end ends the last document
-    write_held()
+    if num_lines:  # (a shard may hold no line: merge skips it)
+        held[1][-1] = True  # the input's end ends the last document
+        write_held()
     writer.append("docs.i64", np.asarray([num_lines]), OFFSET_DTYPE)
     stats.counts = {"lines": num_lines, "documents": num_documents, "tokens": num_tokens}
 
@@ -677,7 +776,8 @@ def _read_pairs(job: _Job, blocks: Iterator[PairBlock]) -> Iterator[tuple[list[s
             stats.lines_per_file[job.paths[0]] += len(kept_src)
         yield kept_src, kept_tgt, block.bytes_read
     for path in job.paths:
-        job.check_not_empty(path)
+        if job.reads_whole(path):
+            job.check_not_empty(path)
 
 
 def _first_chars(text: str, max_chars: int) -> str:
@@ -709,6 +809,7 @@ def _write_pair_blocks(
     num_tokens = {"src": 0, "tgt": 0}
     for side in ("src", "tgt"):
         writer.append(f"{side}.lines.i64", np.zeros(1), OFFSET_DTYPE)
+        writer.append(f"{side}.tokens.u32", np.zeros(0), TOKEN_DTYPE)  # exists also for an empty shard
     for num_src, token_lists, bytes_read in encoded:
         pieces: dict[str, list[list[int]]] = {"src": [], "tgt": []}
         for src_ids, tgt_ids in zip(token_lists[:num_src], token_lists[num_src:]):
@@ -728,7 +829,7 @@ def _write_pair_blocks(
         num_pairs += len(pieces["src"])
         progress.update(bytes_read)
         progress.set_postfix_str(f"{num_pairs:,} pairs", refresh=False)
-    if num_pairs == 0:
+    if num_pairs == 0 and job.plan is None:
         raise DataError(f"{', '.join(map(str, job.paths))}: no pair has text on both sides; expected translations")
     stats.counts = {
         "pairs": num_pairs,
@@ -740,12 +841,19 @@ def _write_pair_blocks(
 
 def _write_two_files(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
     src_path, tgt_path = job.paths
-    blocks = read_aligned_pairs(src_path, tgt_path, job.block_bytes, job.skip_invalid)
+    line_range = job.plan.parts[0].line_range if job.plan is not None else None
+    blocks = read_aligned_pairs(src_path, tgt_path, job.block_bytes, job.skip_invalid, line_range)
     _write_pairs(job, writer, progress, blocks)
 
 
 def _write_tsv(job: _Job, writer: CorpusWriter, progress: tqdm) -> None:
-    blocks = read_tsv_pairs(job.paths[0], job.block_bytes, job.skip_invalid)
+    if job.plan is None:
+        blocks = read_tsv_pairs(job.paths[0], job.block_bytes, job.skip_invalid)
+    elif job.plan.parts:
+        part = job.plan.parts[0]
+        blocks = read_tsv_pairs(part.path, job.block_bytes, job.skip_invalid, **part.read_options())
+    else:  # a shard whose part of the file is empty
+        blocks = iter(())
     _write_pairs(job, writer, progress, blocks)
 
 

@@ -14,6 +14,8 @@ Examples::
     infoxlm prepare parallel --pair en-de --input pairs.parquet --src-field en --tgt-field de ...
     infoxlm prepare parallel --pair en-de --tmx en-de.tmx.gz --tokenizer tok/ --output store/
     infoxlm prepare inspect store/ --alpha 0.7
+    infoxlm prepare mono --lang de --input de.txt --shard 0/2 --tokenizer tok/ --output part0/
+    infoxlm prepare merge store/ part0/ part1/
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import argparse
 import json
 from pathlib import Path
 
+from infoxlm.data.merge import merge_stores
 from infoxlm.data.prepare import DEFAULT_MAX_LINE_TOKENS, prepare_monolingual, prepare_parallel
 from infoxlm.data.sampling import SAMPLING_UNITS
+from infoxlm.data.shards import parse_shard
 from infoxlm.data.store_report import DEFAULT_ALPHA, format_report, store_report
 
 __all__ = ["add_prepare_commands"]
@@ -63,13 +67,20 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
         help="drop lines (pairs) that appeared before in the input, exactly, after cleaning; "
         "counted in meta.json as skipped duplicate",
     )  # fmt: skip
+    parser.add_argument(
+        "--shard", metavar="I/N",
+        help="prepare only part I of N (0 <= I < N) of the input, into a store of its own, e.g. "
+        "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; `prepare merge` joins the N stores. N or more files are "
+        "split by file; fewer by byte ranges at line starts (by line ranges when any is compressed; "
+        "--src/--tgt always by line ranges). Text files only; not with --dedup",
+    )  # fmt: skip
     parser.add_argument("--force", action="store_true", help="prepare again even if the corpus is up to date")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    """Register ``prepare mono``, ``prepare parallel`` and ``prepare inspect``; returns the
-    ``prepare`` group's sub-parsers, where higher layers add theirs (``prepare show``)."""
+    """Register ``prepare mono``, ``prepare parallel``, ``prepare inspect`` and ``prepare merge``;
+    returns the ``prepare`` group's sub-parsers, where higher layers add theirs (``prepare show``)."""
     prepare = subparsers.add_parser(
         "prepare",
         help="tokenize raw text into a token store; inspect a store",
@@ -166,6 +177,21 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._Su
         help="also read every token and check it is inside the vocabulary (reads the whole store)",
     )  # fmt: skip
     inspect.set_defaults(func=run_prepare_inspect)
+
+    merge = commands.add_parser(
+        "merge",
+        help="join the stores of `prepare --shard` (and other stores) into one",
+        description="Write every corpus of the STOREs into the store OUT without tokenizing again. "
+        "The shards of one `prepare --shard I/N` are joined in shard order into exactly the corpus one "
+        "prepare of the whole input gives (documents that go on across a shard boundary are joined); "
+        "all N shards must be given, each once. A corpus that is not a shard is copied as it is. "
+        "Refused: stores of different tokenizers, a missing or repeated shard, shards of different inputs "
+        "or options, a corpus in two stores or already in OUT; nothing is left written then.",
+    )
+    merge.add_argument("output", type=Path, metavar="OUT", help="the store to write (created if missing)")
+    merge.add_argument("stores", type=Path, nargs="+", metavar="STORE", help="stores to join, in any order")
+    merge.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    merge.set_defaults(func=run_prepare_merge)
     return commands
 
 
@@ -182,6 +208,7 @@ def run_prepare_mono(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
         field=args.field,
         doc_field=args.doc_field,
+        shard=parse_shard(args.shard) if args.shard is not None else None,
     )
     print(result.summary())
     return 0
@@ -205,8 +232,16 @@ def run_prepare_parallel(args: argparse.Namespace) -> int:
         dedup=args.dedup,
         force=args.force,
         show_progress=not args.no_progress,
+        shard=parse_shard(args.shard) if args.shard is not None else None,
     )
     print(result.summary())
+    return 0
+
+
+def run_prepare_merge(args: argparse.Namespace) -> int:
+    for result in merge_stores(args.output, args.stores, show_progress=not args.no_progress):
+        shards = result.meta.get("merged_from", {}).get("shards")
+        print(result.summary() + (f" (from {shards} shards)" if shards else " (copied)"))
     return 0
 
 

@@ -19,6 +19,12 @@ no per-line work unless a block holds invalid UTF-8. :attr:`LineBlock.bytes_read
 bytes taken from the file on disk (compressed bytes for compressed files), so progress over
 a file's size is exact.
 
+A part of a file can be read on its own (one shard of ``infoxlm prepare --shard``): a byte
+range of an uncompressed file (seeked to, so a part costs only its own bytes; its line
+numbers count from the range's start, and errors say so: ``FILE: line 3 from byte 4096``),
+or a range of line numbers of any file (the lines before it are decompressed and skipped
+without decoding; errors name the file's own line numbers).
+
 Example::
 
     >>> import pathlib, tempfile
@@ -229,21 +235,32 @@ class LineBlock:
     first_line: int
     lines: list[str | None]
     bytes_read: int
+    origin: int = 0  # the byte offset line 1 is counted from (a byte range's start)
+
+    def where(self, number: int) -> str:
+        """``FILE:LINE`` for line ``number`` of this block's numbering, for error messages."""
+        return _where(self.path, number, self.origin)
 
 
-def _invalid_utf8(path: Path, first_line: int, body: bytes, position: int, bom_length: int) -> DataError:
+def _where(path: Path, number: int, origin: int) -> str:
+    return f"{path}:{number}" if origin == 0 else f"{path}: line {number} from byte {origin}"
+
+
+def _invalid_utf8(
+    path: Path, first_line: int, body: bytes, position: int, bom_length: int, origin: int = 0
+) -> DataError:
     """The one-line error for invalid UTF-8 at byte ``position`` of ``body``."""
     line_index = body.count(b"\n", 0, position)
     line_start = body.rfind(b"\n", 0, position) + 1
     column = position - line_start + 1 + (bom_length if first_line + line_index == 1 else 0)
     return DataError(
-        f"{path}:{first_line + line_index}: invalid UTF-8 at byte {column} (0x{body[position]:02x}); "
-        "expected UTF-8 text"
+        f"{_where(path, first_line + line_index, origin)}: invalid UTF-8 at byte {column} "
+        f"(0x{body[position]:02x}); expected UTF-8 text"
     )
 
 
 def _decode_lines(
-    path: Path, first_line: int, body: bytes, skip_invalid: bool, bom_length: int
+    path: Path, first_line: int, body: bytes, skip_invalid: bool, bom_length: int, origin: int = 0
 ) -> list[str | None]:
     """Split a block of whole lines (no final ``\\n``) into decoded lines."""
     if b"\r" in body:
@@ -252,7 +269,7 @@ def _decode_lines(
         return body.decode("utf-8").split("\n")  # the fast path: one decode per block
     except UnicodeDecodeError as exc:
         if not skip_invalid:
-            raise _invalid_utf8(path, first_line, body, exc.start, bom_length) from None
+            raise _invalid_utf8(path, first_line, body, exc.start, bom_length, origin) from None
     # Slow path, only for blocks that hold invalid UTF-8: decode line by line.
     lines: list[str | None] = []
     for raw_line in body.split(b"\n"):
@@ -263,32 +280,100 @@ def _decode_lines(
     return lines
 
 
+class _Window(io.RawIOBase):
+    """At most ``size`` bytes of an open file, from its current position."""
+
+    def __init__(self, raw: IO[bytes], size: int):
+        super().__init__()
+        self._raw, self._left = raw, size
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size < 0 else min(size, self._left)
+        data = self._raw.read(size) if size else b""
+        self._left -= len(data)
+        return data
+
+
+def _skip_lines(stream: IO[bytes], count: int, block_bytes: int) -> bytes:
+    """Read past the first ``count`` line breaks of ``stream`` without decoding anything;
+    returns what was read after the last of them (all of the stream ends first: b"")."""
+    while count:
+        data = stream.read(block_bytes)
+        if not data:
+            return b""
+        found = data.count(b"\n")
+        if found < count:
+            count -= found
+            continue
+        cut = -1
+        for _ in range(count):
+            cut = data.index(b"\n", cut + 1)
+        return data[cut + 1 :]
+    return b""
+
+
+def _first_lines(body: bytes, count: int) -> bytes | None:
+    """The first ``count`` lines of ``body`` (lines joined by ``\\n``, no final one), or None
+    if it has no more than that."""
+    cut = -1
+    for _ in range(count):
+        cut = body.find(b"\n", cut + 1)
+        if cut < 0:
+            return None
+    return body[:cut]
+
+
 def iter_line_blocks(
-    path: PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES, skip_invalid: bool = False
+    path: PathLike,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    skip_invalid: bool = False,
+    *,
+    byte_range: tuple[int, int] | None = None,
+    line_range: tuple[int, int | None] | None = None,
 ) -> Iterator[LineBlock]:
     """Stream a text file as :class:`LineBlock` s of about ``block_bytes`` decompressed bytes.
 
     Every line of the file appears exactly once, blank lines included; an empty file yields
     nothing. A line longer than ``block_bytes`` makes its block longer, never splits.
 
+    ``byte_range=(start, stop)`` reads only bytes ``[start, stop)`` of an uncompressed file;
+    both should be line starts (0, a byte after ``\\n``, or the file's size). Its lines are
+    numbered from 1 at ``start`` (:attr:`LineBlock.origin` says where that is).
+    ``line_range=(start, stop)`` reads only lines ``[start, stop)`` (0-based; ``stop`` None:
+    to the end) of any file, numbered as in the whole file.
+
     Raises:
         DataError: missing or unreadable file, damaged compressed data (``FILE:LINE: cannot
             read``), or invalid UTF-8 (``FILE:LINE: invalid UTF-8 at byte N``) unless
             ``skip_invalid``, in which case such lines come back as ``None``.
+        ValueError: a byte range of a compressed file, or with a line range.
     """
     path = Path(path)
+    decompressor = _DECOMPRESSORS.get(path.suffix.lower())
+    if byte_range is not None and (decompressor is not None or line_range is not None):
+        raise ValueError(f"{path}: a byte range needs an uncompressed file and no line range")
     raw = _open_raw(path)
     read_errors = _read_errors()
-    next_line = 1  # number of the first line not yet yielded
+    origin = byte_range[0] if byte_range is not None else 0
+    next_line = 1 if line_range is None else line_range[0] + 1  # the first line not yet yielded
+    # Lines still to yield (None: all up to the end).
+    left = None if line_range is None or line_range[1] is None else max(line_range[1] - line_range[0], 0)
     try:
-        decompressor = _DECOMPRESSORS.get(path.suffix.lower())
         stream = decompressor(raw) if decompressor else raw
         with raw, stream:
-            carry: list[bytes] = []  # the start of a line whose end has not been read yet
-            at_start, bom_length = True, 0
             reported = 0  # raw bytes already attributed to earlier blocks
-            while True:
-                data = stream.read(block_bytes)
+            if byte_range is not None:
+                raw.seek(origin)
+                stream, reported = _Window(raw, byte_range[1] - origin), origin
+            carry: list[bytes] = []  # the start of a line whose end has not been read yet
+            at_start, bom_length = origin == 0 and next_line == 1, 0
+            # What was read past the lines skipped, handled as the first read.
+            pending = _skip_lines(stream, next_line - 1, block_bytes) if next_line > 1 else b""
+            while left != 0:
+                data, pending = pending or stream.read(block_bytes), b""
                 final = not data
                 if not final and b"\n" not in data and (carry or not at_start):
                     carry.append(data)  # no line ends here: keep the pieces, join them once
@@ -312,14 +397,18 @@ def iter_line_blocks(
                     if cut + 1 < len(buffer):
                         carry = [buffer[cut + 1 :]]
                 del buffer  # ``body`` is the only copy of the block's lines from here on
+                if left is not None and (first := _first_lines(body, left)) is not None:
+                    body, final = first, True  # the line range ends inside this block
                 if body.endswith(b"\r"):  # the "\r" of the block's last "\r\n" (or of EOF)
                     body = body[:-1]
-                lines = _decode_lines(path, next_line, body, skip_invalid, bom_length)
+                lines = _decode_lines(path, next_line, body, skip_invalid, bom_length, origin)
                 del body
                 position = raw.tell()
-                yield LineBlock(path, next_line, lines, position - reported)
+                yield LineBlock(path, next_line, lines, position - reported, origin)
                 reported = position
                 next_line += len(lines)
+                if left is not None:
+                    left -= len(lines)
                 del lines
                 if final:
                     break
