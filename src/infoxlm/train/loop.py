@@ -36,12 +36,13 @@ from ..model.hub import record_contrast_layer
 from ..objectives.xlco import MomentumContrast, momentum_at
 from ..outputs import atomic_dir, atomic_file, check_output_dir
 from ..tokenizer import Tokenizer
-from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainConfig, resolve_config
 from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, barrier, init_world, shutdown
 from .joint_model import JointModel, MicroStepLosses
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .optim import build_optimizer, build_scheduler, linear_warmup_decay
+from .stopping import StopRequest
 from .store_identity import TOKENIZER_FILES, corpus_changes, store_identity, tokenizer_change, tokenizer_file_fingerprints
 
 OBJECTIVES = ("mmlm", "tlm", "xlco")
@@ -111,6 +112,7 @@ class Trainer:
         self.joint_step = JointStep(config, self.world, self.model, self.ddp, self.optimizer, self.scheduler, run_dir=self.run_dir)
         self.step = 0
         self.interrupt = NO_LATCH  # pretrain() hands in its SigintLatch
+        self.stop = StopRequest()  # pretrain() hands in its own: --stop-at, SIGTERM / SIGUSR1
         if resume_state is not None:
             self._resume(resume_state, found)
         self._write_run_directory()  # only now: a run that cannot start leaves nothing changed
@@ -364,12 +366,30 @@ class Trainer:
                     self.save()
                 if cfg.run.export_every and self.step % cfg.run.export_every == 0:
                     self.export_model(self.run_dir / "exports" / f"step-{self.step}")
+                reason = self.stop.reached(self.step, self.world)
+                if reason is not None and self.step < cfg.optim.max_steps:
+                    self.stop_early(reason, saved=self.step % cfg.run.save_every == 0)
+                    break
         except KeyboardInterrupt:
             interrupted = True  # Ctrl-C: the last checkpoint stays; end within seconds
             raise
         finally:
             bar.close()
             log.close(timeout=1.0 if interrupted else TENSORBOARD_CLOSE_TIMEOUT_S)
+
+    def stop_early(self, reason: str, saved: bool) -> None:
+        """End the run after this step with its checkpoint in place, the config untouched."""
+        if not saved:
+            self.save()
+        barrier(self.world)  # the main rank's checkpoint is complete before any rank leaves
+        if self.world.is_main:
+            print(
+                f"stopped after step {self.step} of {self.config.optim.max_steps} ({reason}); "
+                f"{checkpoint_path(self.run_dir, self.step)} written; the same command without "
+                "--stop-at continues the run",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def train_step(self, phases: "StepPhases | None" = None) -> dict[str, float]:
         """One optimizer step: data → ``JointStep`` (losses → backward → clip → step → EMA →
@@ -754,16 +774,23 @@ class SigintLatch:
 NO_LATCH = SigintLatch()  # never requested: for a Trainer driven without pretrain()
 
 
-def pretrain(config: TrainConfig, data: str | Path, output: str | Path, **kwargs) -> Path:
-    """Train (or resume) a run; returns the run directory."""
-    with SigintLatch() as latch:
-        return _pretrain(config, data, output, latch, **kwargs)
+def pretrain(config: TrainConfig, data: str | Path, output: str | Path, *, stop_at: int | None = None, **kwargs) -> Path:
+    """Train (or resume) a run; returns the run directory.
+
+    ``stop_at``: end after that step with a checkpoint (as SIGTERM / SIGUSR1 do at any step),
+    leaving the config as it is, so that the same call without it continues the run.
+    """
+    with SigintLatch() as latch, StopRequest(stop_at) as stop:
+        return _pretrain(config, data, output, latch, stop, **kwargs)
 
 
-def _pretrain(config: TrainConfig, data: str | Path, output: str | Path, latch: SigintLatch, **kwargs) -> Path:
+def _pretrain(
+    config: TrainConfig, data: str | Path, output: str | Path, latch: SigintLatch, stop: StopRequest, **kwargs
+) -> Path:
     latch.check()  # a Ctrl-C during start-up that an import swallowed
     trainer = Trainer(config, data, output, **kwargs)
     trainer.interrupt = latch
+    trainer.stop = stop
     try:
         trainer.run()
         # No rank tears the process group down while another (rank 0 writing the last

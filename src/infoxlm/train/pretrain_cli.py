@@ -39,6 +39,11 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override one field (repeatable)")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (optim.max_steps)")
     p.add_argument("--save-every", type=int, default=None, help="checkpoint interval in steps (run.save_every)")
+    p.add_argument(
+        "--stop-at", type=positive_int, default=None, metavar="STEP",
+        help="end cleanly after this step with a checkpoint, the config unchanged: the same command "
+        "without --stop-at continues the run (SIGTERM and SIGUSR1 do the same after the current step)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=None, help="run.seed: decides weights, data order, masking")
     p.add_argument("--device", default=None, help="cpu, cuda … (default: cuda if available)")
     ablations = p.add_argument_group("ablations (the paper's)")
@@ -142,6 +147,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
             allow_config_change=args.allow_config_change,
             allow_data_change=args.allow_data_change,
             progress=not args.no_progress,
+            stop_at=args.stop_at,
         )
     except KeyboardInterrupt:
         # The checkpoints are complete and synced, the logs closed: end now, without the

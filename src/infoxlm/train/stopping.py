@@ -1,0 +1,71 @@
+"""Ending a run early and cleanly: ``--stop-at STEP`` and a scheduler's SIGTERM / SIGUSR1.
+
+A cluster scheduler warns a job before it takes its nodes away: SLURM sends SIGTERM at the
+time limit (and, with ``--signal=USR1@120``, SIGUSR1 a chosen time before), and torchrun
+passes SIGTERM on to its workers. A run that receives one of them finishes the step it is in,
+writes a checkpoint and exits 0, so that the job's next start (the same command, or
+``torchrun --max-restarts``) continues from there; ``--stop-at STEP`` does the same after a
+given step, without touching the run's config.
+
+The handler only sets a flag; the trainer asks :meth:`StopRequest.reached` at each step
+boundary. In a run of several processes the signal may reach the ranks a step apart, so the
+ranks agree (one MAX all-reduce of a single number per step) and all stop after the same step.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import torch
+
+from .distributed import World, all_reduce_max
+
+__all__ = ["StopRequest", "STOP_SIGNALS"]
+
+# SIGUSR1 does not exist on Windows; SIGTERM does.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name))
+
+
+class StopRequest:
+    """A context manager that turns SIGTERM / SIGUSR1 into a stop after the current step.
+
+    Args:
+        stop_at: the last step to run (``--stop-at``), or None.
+    """
+
+    def __init__(self, stop_at: int | None = None):
+        if stop_at is not None and (isinstance(stop_at, bool) or not isinstance(stop_at, int) or stop_at < 1):
+            raise ValueError(f"stop_at must be an integer >= 1, got {stop_at!r}")
+        self.stop_at = stop_at
+        self.signal_name: str | None = None  # the signal that arrived, once one has
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():  # where handlers run
+            for number in STOP_SIGNALS:
+                self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
+        self._previous.clear()
+
+    def _handle(self, signum, frame) -> None:
+        self.signal_name = signal.Signals(signum).name
+
+    def reached(self, step: int, world: World) -> str | None:
+        """After optimizer step ``step`` (counted from 1): why to stop now, or None.
+
+        Called by every rank at every step boundary; all ranks get the same answer.
+        """
+        by_signal = self.signal_name is not None
+        if world.distributed:
+            flag = torch.tensor([1.0 if by_signal else 0.0], device=world.device)
+            by_signal = bool(all_reduce_max(flag, world).item())
+        if by_signal:
+            return f"{self.signal_name or 'a stop signal on another rank'} received"
+        if self.stop_at is not None and step >= self.stop_at:
+            return f"--stop-at {self.stop_at} reached"
+        return None

@@ -1,0 +1,98 @@
+"""Tests for infoxlm.train.stopping: --stop-at, SIGTERM / SIGUSR1 end a run cleanly, resumable."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from safetensors.torch import load_file
+from test_loop import structured_store
+
+from infoxlm.train.checkpoint import latest_checkpoint, list_checkpoints
+from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.distributed import World
+from infoxlm.train.loop import export, pretrain
+from infoxlm.train.stopping import StopRequest
+
+OVERRIDES = ["optim.max_steps=8", "run.save_every=5", "model.dropout=0.1"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return structured_store(tmp_path_factory.mktemp("stopping") / "store")
+
+
+def test_stop_at_leaves_a_checkpoint_and_the_same_call_continues_exactly(store, tmp_path, capsys):
+    cfg = lambda: apply_overrides(preset("test"), OVERRIDES)  # noqa: E731
+    with contextlib.redirect_stdout(io.StringIO()):
+        pretrain(cfg(), store, tmp_path / "straight", progress=False)
+        pretrain(cfg(), store, tmp_path / "stopped", progress=False, stop_at=3)
+        assert [step for step, _ in list_checkpoints(tmp_path / "stopped")] == [3]  # not a save_every step
+        assert "stopped after step 3 of 8 (--stop-at 3 reached)" in capsys.readouterr().err
+        pretrain(cfg(), store, tmp_path / "stopped", progress=False)  # the same call, no --stop-at
+    assert latest_checkpoint(tmp_path / "stopped").name == "step-00000008"
+    a = load_file(export(tmp_path / "straight", tmp_path / "a") / "model.safetensors")
+    b = load_file(export(tmp_path / "stopped", tmp_path / "b") / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_stop_signal_is_remembered_until_the_step_boundary_and_handlers_are_restored():
+    before = signal.getsignal(signal.SIGUSR1)
+    with StopRequest() as stop:
+        assert stop.reached(1, World()) is None
+        os.kill(os.getpid(), signal.SIGUSR1)  # handled in the main thread, between bytecodes
+        assert stop.reached(2, World()) == "SIGUSR1 received"
+    assert signal.getsignal(signal.SIGUSR1) is before
+    assert StopRequest(stop_at=4).reached(3, World()) is None
+    assert StopRequest(stop_at=4).reached(4, World()) == "--stop-at 4 reached"
+    with pytest.raises(ValueError, match="stop_at must be an integer >= 1, got 0"):
+        StopRequest(stop_at=0)
+
+
+def _agree(rank: int, port: int, answers) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    stop = StopRequest()
+    if rank == 0:
+        stop.signal_name = "SIGTERM"  # the signal reached rank 0 only
+    answers[rank] = stop.reached(5, World(rank=rank, size=2))
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ranks_agree_to_stop_when_one_of_them_got_the_signal():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    answers = mp.Manager().dict()
+    mp.spawn(_agree, args=(port, answers), nprocs=2, join=True)
+    assert answers[0] == "SIGTERM received"
+    assert answers[1] == "a stop signal on another rank received"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
+def test_a_scheduler_signal_saves_a_checkpoint_and_exits_0(store, tmp_path, signum):
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "infoxlm", "pretrain", "--preset", "test", "--data", str(store), "--output", str(run),
+            "--max-steps", "100000", "--save-every", "100000", "--no-progress", "--set", "run.log_every=1"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (run / "metrics.jsonl").is_file():
+        time.sleep(0.05)
+    time.sleep(0.5)  # a few steps in
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    steps = [step for step, _ in list_checkpoints(run)]
+    assert len(steps) == 1 and 0 < steps[0] < 100000
+    assert f"({signal.Signals(signum).name} received)" in err.decode()
