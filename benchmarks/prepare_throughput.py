@@ -14,7 +14,13 @@ What is measured, in one run and on one input file:
     with the tokenizer loaded beforehand (loading XLM-R's tokenizer.json is a fixed cost
     per command, reported on its own);
 (c) the ``infoxlm prepare mono`` command in a fresh process (includes interpreter start-up
-    and imports).
+    and imports);
+(d) with ``--shards N``: the same command as N processes at once, ``--shard i/N`` each with
+    one tokenizer thread, then ``infoxlm prepare merge`` (timed apart): how far prepare
+    scales by processes rather than by the tokenizer's threads.
+
+``--threads T`` sets the tokenizer's thread pool (RAYON_NUM_THREADS) for (a), (a') and (b), so
+that "per core" figures can be taken with T = 1 and compared with T = the machine's cores.
 
 Every measure is repeated ``--repeat`` times, interleaved, and the best run of each is
 reported (the machine's other load only ever slows a run down), with the CPU seconds of
@@ -27,6 +33,8 @@ of 5-40 words, a blank line after every 20th line (documents).
 
     python benchmarks/prepare_throughput.py --mb 8 --repeat 5 --with-fast   # BENCHMARKS.md
     python benchmarks/prepare_throughput.py --mb 8 --json
+    python benchmarks/prepare_throughput.py --mb 8 --threads 1 --no-cli              # one core
+    python benchmarks/prepare_throughput.py --mb 8 --threads 2 --shards 2 --no-cli    # and 2 shard processes
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -172,6 +181,29 @@ def time_cli(tokenizer_dir: Path, text_path: Path, store: Path) -> float:
     return seconds
 
 
+def time_shards(tokenizer_dir: Path, text_path: Path, root: Path, shards: int) -> tuple[float, float]:
+    """(wall seconds of N ``--shard i/N`` processes run at once, seconds of the merge)."""
+    env = {**os.environ, "RAYON_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "infoxlm", "prepare", "mono", "--lang", "en", "--input", str(text_path),
+               "--tokenizer", str(tokenizer_dir), "--force", "--no-progress"]  # fmt: skip
+    started = time.perf_counter()
+    workers = [
+        subprocess.Popen([*command, "--shard", f"{i}/{shards}", "--output", str(root / f"part{i}")], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        for i in range(shards)
+    ]
+    for worker in workers:
+        _, err = worker.communicate()
+        if worker.returncode:
+            raise SystemExit(f"a shard failed: {err.decode().strip()}")
+    wall = time.perf_counter() - started
+    shutil.rmtree(root / "merged", ignore_errors=True)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "infoxlm", "prepare", "merge", str(root / "merged"),
+                    *(str(root / f"part{i}") for i in range(shards)), "--no-progress"], check=True, capture_output=True)  # fmt: skip
+    return wall, time.perf_counter() - started
+
+
 MEASURES = {
     "encode_batch": "tokenizers encode_batch",
     "encode_batch_fast": "tokenizers encode_batch_fast",
@@ -187,7 +219,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--no-cli", action="store_true", help="skip (c), the command in a fresh process")
     parser.add_argument("--with-fast", action="store_true", help="also time tokenizers' encode_batch_fast")
+    parser.add_argument("--threads", type=int, default=None, help="tokenizer threads (RAYON_NUM_THREADS; default: all cores)")
+    parser.add_argument("--shards", type=int, default=0, help="also time N --shard processes and their merge")
     args = parser.parse_args(argv)
+    if args.threads is not None:  # read by the tokenizer's thread pool when it first starts, below
+        os.environ["RAYON_NUM_THREADS"] = str(args.threads)
 
     tokenizer_dir = xlmr_tokenizer_dir()
     tokenizer_json = tokenizer_dir / "tokenizer.json"
@@ -212,6 +248,7 @@ def main(argv: list[str] | None = None) -> dict:
             for name, run in runners.items():
                 runs[name].append(timed(run))
         cli_seconds = None if args.no_cli else time_cli(tokenizer_dir, text_path, tmp_path / "store-cli")
+        shard_runs = [time_shards(tokenizer_dir, text_path, tmp_path, args.shards) for _ in range(args.repeat if args.shards else 0)]
         load_seconds = time_tokenizer_load(tokenizer_dir)
 
     figures: dict = {
@@ -220,6 +257,7 @@ def main(argv: list[str] | None = None) -> dict:
         "input_bytes": size,
         "input_lines": len(lines),
         "block_bytes": DEFAULT_BLOCK_BYTES,
+        "tokenizer_threads": args.threads or os.cpu_count(),
     }
     for name, measured in runs.items():
         best_wall = min(wall for wall, _, _ in measured)
@@ -230,8 +268,21 @@ def main(argv: list[str] | None = None) -> dict:
             "cpu_seconds": [round(cpu, 3) for _, cpu, _ in measured],
             "tokens": tokens,
             "mb_per_s": size / best_wall / 1e6,
+            "lines_per_s": len(lines) / best_wall,
             "tokens_per_s": tokens / best_wall,
         }
+    if shard_runs:
+        best = min(wall for wall, _ in shard_runs)
+        figures["shards"] = {
+            "processes": args.shards,
+            "wall_seconds": [round(wall, 3) for wall, _ in shard_runs],
+            "merge_seconds": [round(merge, 3) for _, merge in shard_runs],
+            "mb_per_s": size / best / 1e6,
+            "lines_per_s": len(lines) / best,
+        }
+        figures["ratio_shards_vs_encode_batch"] = figures["shards"]["mb_per_s"] / figures["encode_batch"]["mb_per_s"]
+        if cli_seconds is not None:  # both include interpreter start-up, imports and the tokenizer's load
+            figures["speedup_shards_vs_one_command"] = cli_seconds / best
     figures["ratio_vs_encode_batch"] = figures["prepare"]["mb_per_s"] / figures["encode_batch"]["mb_per_s"]
     if "encode_batch_fast" in figures:
         figures["ratio_vs_encode_batch_fast"] = figures["prepare"]["mb_per_s"] / figures["encode_batch_fast"]["mb_per_s"]
@@ -250,10 +301,22 @@ def main(argv: list[str] | None = None) -> dict:
                 continue
             entry = figures[name]
             print(
-                f"{label:<30} {entry['mb_per_s']:5.2f} MB/s {entry['tokens_per_s'] / 1e3:7.1f} k tokens/s  "
+                f"{label:<30} {entry['mb_per_s']:5.2f} MB/s {entry['lines_per_s'] / 1e3:6.1f} k lines/s "
+            f"{entry['tokens_per_s'] / 1e3:7.1f} k tokens/s  "
                 f"wall {', '.join(f'{s:.2f}' for s in entry['wall_seconds'])} s; "
                 f"CPU {', '.join(f'{s:.2f}' for s in entry['cpu_seconds'])} s"
             )
+        if "shards" in figures:
+            entry = figures["shards"]
+            print(
+                f"{'prepare, ' + str(entry['processes']) + ' --shard processes':<30} {entry['mb_per_s']:5.2f} MB/s "
+                f"{entry['lines_per_s'] / 1e3:6.1f} k lines/s  wall {', '.join(f'{s:.2f}' for s in entry['wall_seconds'])} s; "
+                f"merge {', '.join(f'{s:.2f}' for s in entry['merge_seconds'])} s; "
+                f"/ encode_batch {figures['ratio_shards_vs_encode_batch']:.1%}"
+            )
+            if "speedup_shards_vs_one_command" in figures:
+                print(f"{entry['processes']} shard processes against one command (c): "
+                      f"{figures['speedup_shards_vs_one_command']:.2f}x as fast")
         print(
             f"prepare / encode_batch: {figures['ratio_vs_encode_batch']:.1%} (best runs), "
             f"{figures['median_ratio_vs_encode_batch']:.1%} (median runs)"

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -136,6 +137,31 @@ def test_two_processes_match_one(store, tmp_path):
     # A rank's own error comes first in stderr, torchrun's summary last: show both.
     stderr = result.stderr.decode()
     assert result.returncode == 0, stderr[:3000] + "\n…\n" + stderr[-1500:]
+    a = load_file(export(tmp_path / "one", tmp_path / "a") / "model.safetensors")
+    b = load_file(export(tmp_path / "two", tmp_path / "b") / "model.safetensors")
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
+
+
+@pytest.mark.slow
+def test_two_nodes_over_loopback_match_one_process(store, tmp_path):
+    """torchrun --nnodes 2, one process per "node", both on this machine: what a multi-node
+    launch (scripts/slurm/pretrain.sbatch) does, with the rendezvous on 127.0.0.1."""
+    common = ["pretrain", "--preset", "test", "--data", str(store), "--max-steps", "8", "--no-progress"]
+    subprocess.run(_cli(*common, "--output", str(tmp_path / "one")), check=True, capture_output=True, timeout=300)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(rank),
+             "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", str(port),
+             "-m", "infoxlm", *common, "--output", str(tmp_path / "two")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    errors = [node.communicate(timeout=300)[1].decode() for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "\n".join(e[-1500:] for e in errors)
     a = load_file(export(tmp_path / "one", tmp_path / "a") / "model.safetensors")
     b = load_file(export(tmp_path / "two", tmp_path / "b") / "model.safetensors")
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
