@@ -211,6 +211,9 @@ class RunConfig(Section):
     wandb_entity: str | None = None
     # Every N steps, a Hugging Face directory with its model card in RUN/exports/step-N (0: never).
     export_every: int = 0
+    # A collective operation (all-reduce, all-gather, barrier) that waits longer than this for
+    # another process ends the run with a message instead of hanging: a rank that died or hangs.
+    collective_timeout_s: int = 1800
 
     def validate(self) -> None:
         self._integer("seed", 0)
@@ -228,6 +231,7 @@ class RunConfig(Section):
                 self._fail("device", "cpu, cuda or cuda:N (CUDA's availability is checked when the run starts)")
         self._boolean("bf16")
         self._boolean("compile")
+        self._integer("collective_timeout_s", 1)
 
 
 @dataclass

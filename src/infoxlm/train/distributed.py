@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -32,8 +33,12 @@ class World:
         return self.size > 1
 
 
-def init_world(device: str | None = None) -> World:
-    """Join the process group torchrun set up, or describe a single process."""
+def init_world(device: str | None = None, collective_timeout_s: int = 1800) -> World:
+    """Join the process group torchrun set up, or describe a single process.
+
+    A collective that waits ``collective_timeout_s`` for another rank raises instead of
+    hanging (see :func:`is_collective_timeout`).
+    """
     size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device is None:
@@ -50,9 +55,17 @@ def init_world(device: str | None = None) -> World:
         torch_device = torch.device("cuda", local_rank if size > 1 else (torch_device.index or 0))
         torch.cuda.set_device(torch_device)
     if size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if torch_device.type == "cuda" else "gloo")
+        dist.init_process_group(
+            backend="nccl" if torch_device.type == "cuda" else "gloo", timeout=timedelta(seconds=collective_timeout_s)
+        )
     rank = dist.get_rank() if size > 1 else 0
     return World(rank=rank, size=size, local_rank=local_rank, device=torch_device)
+
+
+def is_collective_timeout(err: BaseException) -> bool:
+    """Whether an error is a collective that gave up waiting (gloo and NCCL word it differently)."""
+    text = str(err).lower()
+    return isinstance(err, (RuntimeError, dist.DistError)) and ("timed out" in text or "timeout" in text)
 
 
 def all_gather_rows(x: torch.Tensor, world: World) -> torch.Tensor:

@@ -38,7 +38,16 @@ from ..outputs import atomic_dir, atomic_file, check_output_dir
 from ..tokenizer import Tokenizer
 from .checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainConfig, resolve_config
-from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, barrier, init_world, shutdown
+from .distributed import (
+    World,
+    all_gather_rows,
+    all_reduce_max,
+    all_reduce_sum,
+    barrier,
+    init_world,
+    is_collective_timeout,
+    shutdown,
+)
 from .joint_model import JointModel, MicroStepLosses
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .optim import build_optimizer, build_scheduler, linear_warmup_decay
@@ -74,7 +83,7 @@ class Trainer:
         self.run_dir = Path(output)
         # New, empty, or a run to resume; never the store it reads.
         check_output_dir(self.run_dir, flag=None, sources=[("token store", data)], written_by_us=is_run_directory)
-        self.world: World = init_world(config.run.device)
+        self.world: World = init_world(config.run.device, config.run.collective_timeout_s)
         self.progress = progress and self.world.is_main
         self.store = TokenStore.open(data)
         self.store_identity = store_identity(self.store)
@@ -373,6 +382,14 @@ class Trainer:
         except KeyboardInterrupt:
             interrupted = True  # Ctrl-C: the last checkpoint stays; end within seconds
             raise
+        except Exception as err:
+            if not (self.world.distributed and is_collective_timeout(err)):
+                raise
+            raise TrainingError(
+                f"step {self.step + 1}: rank {self.world.rank} waited run.collective_timeout_s="
+                f"{cfg.run.collective_timeout_s} s for the other {self.world.size - 1} process(es) in a collective "
+                f"operation: one of them stopped or hangs; {last_good_checkpoint(self.run_dir)}"
+            ) from None
         finally:
             bar.close()
             log.close(timeout=1.0 if interrupted else TENSORBOARD_CLOSE_TIMEOUT_S)
