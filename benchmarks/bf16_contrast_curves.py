@@ -9,9 +9,9 @@ those steps have an XLCO loss above 1.
     .venv/bin/python benchmarks/bf16_contrast_curves.py --seeds 1 2 3 4 5 6
 
 bf16 runs on whatever device the trainer picks; on a CPU, CPU autocast stands in for the
-GPU's (the trainer enables autocast on CUDA only, so the script opens it around the run).
-"Plain" is the straightforward computation: padded passes (no packing), the whole top layer
-for every token, autograd's own word-embedding gradients, the vocabulary unpadded.
+GPU's (``run.cpu_bf16=true``). "Plain" is ``run.fast_paths=false``, the straightforward
+computation: padded passes (no packing), the whole top layer for every token, autograd's own
+word-embedding gradients, the vocabulary unpadded, fp32 LayerNorm outputs, padded attention.
 """
 
 from __future__ import annotations
@@ -24,54 +24,20 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import torch
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path[:0] = [str(TESTS), str(TESTS / "train")]
 
 from test_loop import GOLDEN_OVERRIDES, losses, structured_store  # noqa: E402
 
-from infoxlm.train import joint_model  # noqa: E402
 from infoxlm.train.config import apply_overrides, preset  # noqa: E402
 from infoxlm.train.loop import pretrain  # noqa: E402
 
 
-@contextlib.contextmanager
-def plain_path():
-    """The trainer's model without its speed-ups (see the module docstring)."""
-    init = joint_model.JointModel.__init__
-
-    def plain_init(self, encoder, contrast, **options):
-        plain = {"grad_in_place": False, "skip_padding": False, "top_rows_only": False, "pad_vocabulary": False}
-        init(self, encoder, contrast, **{**options, **plain})
-
-    joint_model.JointModel.__init__ = plain_init
-    try:
-        yield
-    finally:
-        joint_model.JointModel.__init__ = init
-
-
-@contextlib.contextmanager
-def bf16_autocast(device_type: str):
-    """bf16 autocast for the whole run, on the device the trainer uses."""
-    real = torch.autocast
-    torch.autocast = lambda *_args, **_kwargs: real(device_type, dtype=torch.bfloat16)
-    try:
-        yield
-    finally:
-        torch.autocast = real
-
-
 def run(store: Path, out: Path, seed: int, bf16: bool, plain: bool) -> str:
-    cfg = apply_overrides(preset("test"), [*GOLDEN_OVERRIDES, f"run.seed={seed}"])
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    with contextlib.ExitStack() as stack:
-        if bf16:
-            stack.enter_context(bf16_autocast(device))
-        if plain:
-            stack.enter_context(plain_path())
-        stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    variant = [f"run.cpu_bf16={str(bf16).lower()}", f"run.bf16={str(bf16).lower()}", f"run.fast_paths={str(not plain).lower()}"]
+    cfg = apply_overrides(preset("test"), [*GOLDEN_OVERRIDES, f"run.seed={seed}", *variant])
+    with contextlib.redirect_stdout(io.StringIO()):
         rows = losses(pretrain(cfg, store, out, progress=False))
     mmlm = np.array([r["loss/mmlm"] for r in rows])
     xlco = np.array([r["loss/xlco"] for r in rows])

@@ -28,6 +28,7 @@ are, not padded to a multiple of 64).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -45,6 +46,7 @@ from infoxlm.bench.synthetic_batches import SyntheticSpec, step_tokens, syntheti
 from infoxlm.bench.timing import PhaseTimer, device_sync
 from infoxlm.data.pipeline import StepData
 from infoxlm.model.config import EncoderConfig
+from infoxlm.model.fast_paths import FastPaths
 
 # Kernel-name fragments → group, first match wins.
 GROUPS = (
@@ -99,12 +101,14 @@ def build(args: argparse.Namespace, device: torch.device) -> tuple[EngineStep, l
                        encoder_config.num_hidden_layers, encoder_config.vocab_size)
     config = train_config(size, device, not args.fp32)
     config.run.compile = args.compile
-    engine = EngineStep(encoder_config, config, device)
+    fast_paths = dataclasses.replace(
+        FastPaths.training(single_process=True),
+        low_precision_residual=not args.fp32_residual,
+        varlen_attention=not args.padded_attention,
+        padded_vocabulary=not args.unpadded_vocab,
+    )
+    engine = EngineStep(encoder_config, config, device, fast_paths=fast_paths)
     fill_queue(engine, spec, 0)
-    engine.model.pad_vocabulary = not args.unpadded_vocab
-    for encoder in (engine.encoder, engine.contrast.key_encoder):
-        encoder.set_low_precision_residual(not args.fp32_residual)
-        encoder.set_varlen_attention(not args.padded_attention)
     data = [synthetic_step(spec, i) for i in range(args.warmup + args.timed + args.steps)]
     return engine, data, shape, batches
 

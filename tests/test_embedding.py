@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from infoxlm import Encoder, Tokenizer, embed, embed_layers
+from infoxlm.model.fast_paths import FastPaths
 
 from conftest import TINY_TEXT
 
@@ -65,18 +66,19 @@ def test_edge_cases_and_errors(loaded, tiny_model_dir):
         embed_layers(encoder, tokenizer, SENTENCES, [1], pooling="max")
     encoder.train()  # embedding runs in eval mode and then restores the caller's mode
     embed_layers(encoder, tokenizer, SENTENCES[:2], [1])
-    assert encoder.training and not encoder.skip_padding
+    assert encoder.training
     encoder.eval()
 
 
 def test_real_tokens_only_gives_the_padded_runs_vectors(loaded):
-    """embed_layers runs position-wise parts on real tokens only (Encoder.skip_padding); a
-    batch with padding must pool the same vectors as the plain padded forward pass."""
-    encoder, tokenizer = loaded
+    """Loaded for embedding (``FastPaths.inference()``), the encoder runs position-wise parts on
+    real tokens only; a batch with padding must pool the same vectors as the plain padded pass."""
+    plain, tokenizer = loaded
+    encoder = plain.with_fast_paths(FastPaths.inference())
     input_ids, attention_mask = tokenizer.pad([tokenizer.encode(s) for s in SENTENCES])
     assert not bool(attention_mask.all())  # the batch really has padding
     with torch.no_grad():
-        hidden = encoder.eval()(input_ids, attention_mask).hidden_states[2]
+        hidden = plain.eval()(input_ids, attention_mask).hidden_states[2]
     mask = attention_mask.unsqueeze(-1).float()
     padded_run = ((hidden * mask).sum(1) / mask.sum(1)).numpy()
     got = embed_layers(encoder, tokenizer, SENTENCES, [2], batch_size=len(SENTENCES))[2]

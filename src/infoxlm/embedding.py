@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from .errors import InfoXLMError
 from .model.config import EncoderConfig
 from .model.encoder import Encoder
+from .model.fast_paths import FastPaths
 from .tokenizer import Tokenizer
 
 POOLINGS = ("mean", "cls")
@@ -50,8 +51,10 @@ def embed_layers(
     """Pooled embeddings of ``sentences`` at each of ``layers``: {layer: float32 array (N, d)}.
 
     The encoder runs once per batch, only as deep as the deepest layer asked for, in eval mode,
-    with its position-wise parts on real tokens only (``Encoder.skip_padding``) and (on a GPU)
-    under bf16 autocast; it is left on its device and in its previous modes.
+    with the fast paths it was built with (an encoder loaded with ``FastPaths.inference()``, as
+    infoxlm's loaders do, runs its position-wise parts on real tokens only: pooling never reads
+    the padding positions) and (on a GPU) under bf16 autocast; it is left on its device and in
+    its previous mode.
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling={pooling!r}: expected one of {POOLINGS}")
@@ -65,10 +68,8 @@ def embed_layers(
     max_length = min(max_length, encoder.config.max_sequence_length)
 
     device = next(encoder.parameters()).device
-    was_training, skipped_padding = encoder.training, encoder.skip_padding
+    was_training = encoder.training
     encoder.eval()
-    # Position-wise layers on real tokens only: pooling never reads the padding positions.
-    encoder.skip_padding = True
     d = encoder.config.hidden_size
     out = {layer: np.empty((len(sentences), d), dtype=np.float32) for layer in layers}
     ids = tokenizer.encode_batch(list(sentences), max_length=max_length)
@@ -88,7 +89,6 @@ def embed_layers(
                 bar.update(len(rows))
     finally:
         encoder.train(was_training)
-        encoder.skip_padding = skipped_padding
     return out
 
 
@@ -132,7 +132,7 @@ def embed(
     """
     layer = resolve_layer(model_path, layer)
     device = torch.device(device) if device is not None else default_device()
-    encoder = Encoder.from_pretrained(model_path).to(device)
+    encoder = Encoder.from_pretrained(model_path, fast_paths=FastPaths.inference()).to(device)
     tokenizer = Tokenizer.from_pretrained(model_path)
     vectors = embed_layers(
         encoder,

@@ -56,8 +56,8 @@ def test_variants_reach_both_encoders_and_the_timed_line(capsys):
     argv = ["--size", "test", "--device", "cpu", "--warmup", "0", "--timed", "1", "--no-profile"]
     args = script.parse_args(argv + ["--fp32-residual", "--padded-attention", "--unpadded-vocab"])
     engine, *_ = script.build(args, torch.device("cpu"))
-    assert not engine.model.pad_vocabulary
     for encoder in (engine.encoder, engine.contrast.key_encoder):
+        assert not encoder.fast_paths.padded_vocabulary
         assert not any(getattr(m, "keep_autocast_dtype", False) for m in encoder.modules())
         assert not any(layer.varlen_attention for layer in encoder.encoder.layer)
     engine, *_ = script.build(script.parse_args(argv + ["--compile"]), torch.device("cpu"))
@@ -66,6 +66,6 @@ def test_variants_reach_both_encoders_and_the_timed_line(capsys):
     engine, *_ = script.build(script.parse_args(argv), torch.device("cpu"))  # the defaults: both on
     assert engine.encoder.encoder.layer[0]._compiled_call_impl is None
     assert all(layer.varlen_attention for layer in engine.encoder.encoder.layer)
-    assert engine.encoder.embeddings.LayerNorm.keep_autocast_dtype and engine.model.pad_vocabulary
+    assert engine.encoder.embeddings.LayerNorm.keep_autocast_dtype and engine.encoder.fast_paths.padded_vocabulary
     assert script.main(argv + ["--padded-attention"]) == 0
     assert "max_tokens 256 padded-attention: step" in capsys.readouterr().out

@@ -8,6 +8,9 @@ run on a GPU machine with ``pytest tests/gpu``."""
 import pytest
 import torch
 
+
+from infoxlm.model.fast_paths import FastPaths
+
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
@@ -97,9 +100,8 @@ def test_joint_losses_and_gradients_match_the_plain_path(monkeypatch):
 
     def run(fast: bool):
         # The fast path as the trainer runs it in one process: word-embedding gradient in place.
-        model = joint_model.JointModel(
-            encoder, contrast, skip_padding=fast, grad_in_place=fast, pad_vocabulary=fast, top_rows_only=fast
-        )
+        paths = FastPaths.training(single_process=True) if fast else FastPaths.plain()
+        model = joint_model.JointModel(encoder.with_fast_paths(paths), contrast)
         model.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=fast):
             out = model(*batches)
@@ -138,7 +140,6 @@ def test_packed_varlen_attention_matches_padded_sdpa():
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig.preset("tiny", vocab_size=1000)).cuda()
     encoder.set_dropout(0.0)
-    encoder.skip_padding = True
     lengths = [37, 5, 64, 20]
     ids = torch.ones(len(lengths), max(lengths), dtype=torch.long, device="cuda")
     for row, n in enumerate(lengths):
@@ -147,13 +148,12 @@ def test_packed_varlen_attention_matches_padded_sdpa():
     weights = torch.randn(*ids.shape, 64, device="cuda")
 
     def run(varlen: bool):
-        encoder.set_varlen_attention(varlen)
-        encoder.zero_grad(set_to_none=True)
+        model = encoder.with_fast_paths(FastPaths(skip_padding=True, varlen_attention=varlen))
         with torch.autocast("cuda", dtype=torch.bfloat16):
             assert varlen_attention_applies(torch.zeros(1, device="cuda"), 0.0)
-            hidden = encoder(ids, mask).last_hidden_state.float()  # (B, T, d)
+            hidden = model(ids, mask).last_hidden_state.float()  # (B, T, d)
         (hidden[mask] * weights[mask]).sum().backward()
-        return hidden[mask].detach(), encoder.encoder.layer[0].attention.self.query.weight.grad.clone()
+        return hidden[mask].detach(), model.encoder.layer[0].attention.self.query.weight.grad.clone()
 
     (h_varlen, g_varlen), (h_padded, g_padded) = run(True), run(False)
     assert _relative(h_varlen, h_padded) < 1e-2
@@ -167,7 +167,7 @@ def test_a_micro_step_never_waits_on_the_device():
     from infoxlm.train.joint_model import JointModel
 
     encoder, contrast, batches = _demo_micro_step(non_blocking=True)
-    model = JointModel(encoder, contrast, grad_in_place=True)
+    model = JointModel(encoder.with_fast_paths(FastPaths.training(single_process=True)), contrast)
     assert all(b.num_padding > 0 for b in batches[1:])  # the packed paths run
 
     def micro_step():

@@ -7,6 +7,7 @@ import torch
 
 from infoxlm import Encoder, EncoderConfig
 from infoxlm.model.encoder import xlmr_position_ids
+from infoxlm.model.fast_paths import FastPaths
 
 TOL = 1e-5
 
@@ -69,7 +70,7 @@ def test_a_given_packing_computes_what_the_mask_gives(mixed_batch):
     real = mask.bool()
     with torch.no_grad():
         for skip_padding in (False, True):
-            enc.skip_padding = skip_padding
+            enc = enc.with_fast_paths(FastPaths(skip_padding=skip_padding))
             reference = enc(ids, mask)
             given = enc(ids, mask, packing=packing)
             assert given.packed == skip_padding
@@ -98,10 +99,10 @@ def test_states_at_chosen_tokens_match_the_full_pass_values_and_gradients(mixed_
     rows = torch.tensor([0, 3, 4, packing.num_tokens - 1])  # among the real tokens, row-major
     weights = torch.randn(len(rows), enc.config.hidden_size)
     ran_rows = []
-    top = enc.encoder.layer[-1]
-    top.output.dense.register_forward_hook(lambda _m, inputs, _o: ran_rows.append(inputs[0].shape[0]))
     for skip_padding, top_rows_only in ((False, True), (True, True), (True, False)):
-        enc.skip_padding, enc.top_rows_only = skip_padding, top_rows_only
+        enc = enc.with_fast_paths(FastPaths(skip_padding=skip_padding, top_rows_only=top_rows_only))
+        top = enc.encoder.layer[-1]
+        top.output.dense.register_forward_hook(lambda _m, inputs, _o: ran_rows.append(inputs[0].shape[0]))
         for num_layers in (0, 1, 3):
             enc.zero_grad()
             full = enc(ids, mask, num_layers=num_layers).token_states()[rows]
@@ -162,8 +163,7 @@ def test_runs_under_bf16_autocast(mixed_batch):
         exact = enc(ids, mask).last_hidden_state
         with torch.autocast("cpu", dtype=torch.bfloat16):
             low = enc(ids, mask).last_hidden_state
-            enc.set_low_precision_residual(False)
-            fp32_residual = enc(ids, mask).last_hidden_state
+            fp32_residual = enc.with_fast_paths(FastPaths(low_precision_residual=False))(ids, mask).last_hidden_state
     # The residual stream (LayerNorm outputs) stays in bf16 unless asked for fp32 as plain
     # autocast keeps it; the matmuls ran in bf16 either way, hence a small difference.
     assert low.dtype == torch.bfloat16 and fp32_residual.dtype == torch.float32
@@ -202,7 +202,7 @@ def test_packed_attention_matches_the_padded_layout(mixed_batch, monkeypatch):
     enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
     enc.set_dropout(0.0)  # training mode (gradients below), the same outputs every run
     ids, mask = mixed_batch
-    enc.skip_padding = True
+    enc = enc.with_fast_paths(FastPaths(skip_padding=True))
     padded = enc(ids, mask).hidden_states
     monkeypatch.setattr(encoder_module, "varlen_attn", reference_varlen)
     monkeypatch.setattr(encoder_module, "varlen_attention_applies", lambda x, p: True)
@@ -215,8 +215,8 @@ def test_packed_attention_matches_the_padded_layout(mixed_batch, monkeypatch):
     query = enc.encoder.layer[0].attention.self.query.weight
     grads = [torch.autograd.grad((h[real] * weights[real]).sum(), query)[0] for h in (padded[-1], packed[-1])]
     assert grads[1].abs().sum() > 0 and (grads[0] - grads[1]).abs().max() <= TOL
-    enc.set_varlen_attention(False)  # switched off, the padded layout again
-    assert torch.equal(enc(ids, mask).hidden_states[-1], padded[-1])
+    plain = enc.with_fast_paths(FastPaths(skip_padding=True, varlen_attention=False))  # the padded layout again
+    assert torch.equal(plain(ids, mask).hidden_states[-1], padded[-1])
 
 
 def test_varlen_attention_needs_a_gpu_low_precision_and_no_dropout():

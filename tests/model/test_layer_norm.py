@@ -8,9 +8,9 @@ from torch import nn
 from infoxlm.model.layer_norm import LayerNorm
 
 
-def _pair(d: int = 16) -> tuple[LayerNorm, nn.LayerNorm]:
+def _pair(d: int = 16, keep_autocast_dtype: bool = True) -> tuple[LayerNorm, nn.LayerNorm]:
     torch.manual_seed(0)
-    ours, plain = LayerNorm(d, eps=1e-5), nn.LayerNorm(d, eps=1e-5)
+    ours, plain = LayerNorm(d, eps=1e-5, keep_autocast_dtype=keep_autocast_dtype), nn.LayerNorm(d, eps=1e-5)
     with torch.no_grad():
         ours.weight.uniform_(0.5, 1.5)
         ours.bias.normal_()
@@ -40,13 +40,12 @@ def test_under_autocast_the_output_keeps_the_autocast_dtype():
 
 
 def test_switched_off_it_follows_autocast_and_gradients_stay_fp32():
-    ours, plain = _pair()
-    ours.keep_autocast_dtype = False
+    switched_off, plain = _pair(keep_autocast_dtype=False)
     x = torch.randn(8, 16, dtype=torch.bfloat16, requires_grad=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert ours(x.float()).dtype == torch.float32
-        assert torch.equal(ours(x), plain(x))
-    ours.keep_autocast_dtype = True
+        assert switched_off(x.float()).dtype == torch.float32
+        assert torch.equal(switched_off(x), plain(x))
+    ours, _ = _pair()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = ours(x)
     y.float().square().sum().backward()

@@ -8,6 +8,7 @@ filled after the backward instead of touching every parameter in the graph.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -17,14 +18,15 @@ from infoxlm.bench.sizes import SIZES
 from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
 from infoxlm.model.config import EncoderConfig
 from infoxlm.model.encoder import Encoder
+from infoxlm.model.fast_paths import FastPaths
 from infoxlm.objectives.xlco import MomentumContrast
 from infoxlm.train.joint_model import JointModel
 
 
-def _parts(seed: int = 0):
+def _parts(seed: int = 0, fast_paths: FastPaths = FastPaths.training(single_process=True)):
     size = SIZES["test"]
     torch.manual_seed(seed)
-    encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
+    encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size), fast_paths)
     encoder.set_dropout(0.0)
     encoder.pooler.requires_grad_(False)
     with torch.no_grad():  # non-trivial LayerNorms, biases and a non-zero <pad> row
@@ -73,8 +75,8 @@ def _named(encoder, contrast):
     return [(n, p) for n, p in encoder.named_parameters() if p.requires_grad] + [("query_projection", contrast.query_projection.weight)]
 
 
-def _joint(encoder, contrast, micro_steps, grad_in_place: bool, touch: bool, skip_padding: bool = True):
-    model = JointModel(encoder, contrast, grad_in_place=grad_in_place, skip_padding=skip_padding)
+def _joint(encoder, contrast, micro_steps, touch: bool):
+    model = JointModel(encoder, contrast)
     sums = {"mmlm": 0.0, "tlm": 0.0, "xlco": 0.0}
     for i, (mmlm, tlm, xlco) in enumerate(micro_steps):
         out = model(mmlm, tlm, xlco, touch_unreached=touch and i == len(micro_steps) - 1)
@@ -92,11 +94,11 @@ def _joint(encoder, contrast, micro_steps, grad_in_place: bool, touch: bool, ski
     "grad_in_place, touch, skip_padding", [(True, False, True), (True, False, False), (False, True, True), (False, False, False)]
 )
 def test_fast_paths_give_the_reference_losses_and_gradients(grad_in_place, touch, skip_padding):
-    encoder, contrast, steps = _parts()
+    encoder, contrast, steps = _parts(fast_paths=FastPaths(skip_padding=skip_padding, word_grad_in_place=grad_in_place))
     micro = _micro_steps(steps)
     assert len(micro) > 2 and any(b.attention_mask.eq(0).any() for m in micro for b in m[:2] if b is not None)
-    ref_sums, ref_grads = _reference(copy.deepcopy(encoder), copy.deepcopy(contrast), micro)
-    sums, grads = _joint(encoder, contrast, micro, grad_in_place, touch, skip_padding)
+    ref_sums, ref_grads = _reference(encoder.with_fast_paths(FastPaths.plain()), copy.deepcopy(contrast), micro)
+    sums, grads = _joint(encoder, contrast, micro, touch)
     for name in ref_sums:
         assert sums[name] == pytest.approx(ref_sums[name], rel=1e-6), name
     for name, g in ref_grads.items():
@@ -121,10 +123,11 @@ def test_under_autocast_the_lookup_keeps_its_in_place_gradient():
     pass); the gradients equal those of the all-ordinary path up to fp32 summation order."""
     encoder, contrast, steps = _parts()
     micro = _micro_steps(steps)
-    plain_encoder, plain_contrast = copy.deepcopy(encoder), copy.deepcopy(contrast)
+    plain_encoder = encoder.with_fast_paths(dataclasses.replace(encoder.fast_paths, word_grad_in_place=False))
+    plain_contrast = copy.deepcopy(contrast)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        sums, grads = _joint(encoder, contrast, micro, grad_in_place=True, touch=False)
-        plain_sums, plain_grads = _joint(plain_encoder, plain_contrast, micro, grad_in_place=False, touch=False)
+        sums, grads = _joint(encoder, contrast, micro, touch=False)
+        plain_sums, plain_grads = _joint(plain_encoder, plain_contrast, micro, touch=False)
         words = encoder.embeddings(steps[0].mmlm[0].input_ids)
     assert "_LookupInPlaceGradBackward" in _graph_nodes(words.grad_fn)  # the in-place lookup ran
     assert sums == plain_sums
@@ -133,12 +136,11 @@ def test_under_autocast_the_lookup_keeps_its_in_place_gradient():
 
 
 def test_skipping_padding_leaves_real_positions_unchanged():
-    encoder, contrast, steps = _parts()
+    encoder, contrast, steps = _parts(fast_paths=FastPaths())
     b = next(b for data in steps for b in data.tlm if b.input_ids.eq(encoder.config.pad_token_id).any())
     real = b.attention_mask.bool()
     padded = encoder(b.input_ids, b.attention_mask).hidden_states
-    encoder.skip_padding = True
-    packed = encoder(b.input_ids, b.attention_mask).hidden_states
+    packed = encoder.with_fast_paths(FastPaths(skip_padding=True))(b.input_ids, b.attention_mask).hidden_states
     assert len(packed) == len(padded)
     for ours, theirs in zip(packed, padded):
         torch.testing.assert_close(ours[real], theirs[real], rtol=1e-5, atol=1e-6)
@@ -146,8 +148,7 @@ def test_skipping_padding_leaves_real_positions_unchanged():
 
 
 def test_the_pad_row_gets_no_gradient_from_the_lookup():
-    encoder, contrast, steps = _parts()
-    encoder.set_word_grad_in_place(True)
+    encoder, contrast, steps = _parts(fast_paths=FastPaths(word_grad_in_place=True))
     b = next(b for data in steps for b in data.tlm if b.input_ids.eq(encoder.config.pad_token_id).any())
     encoder(b.input_ids, b.attention_mask).last_hidden_state.sum().backward()
     grad = encoder.embeddings.word_embeddings.weight.grad

@@ -19,6 +19,7 @@ import torch
 from ..data.pipeline import StepData
 from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
+from ..model.fast_paths import FastPaths
 from ..objectives.xlco import MomentumContrast
 from ..train.config import TrainConfig
 from ..train.distributed import World
@@ -54,16 +55,27 @@ class EngineStep:
 
     ``config`` is a TrainConfig (the model section is ignored: ``encoder_config`` gives the
     shape). The weights are drawn with ``torch.manual_seed(seed)``; dropout is set to
-    ``config.model.dropout``.
+    ``config.model.dropout``. ``fast_paths``: the encoders' (default: the trainer's in one
+    process, or the plain path with ``run.fast_paths=false``).
     """
 
     name = "infoxlm"
 
-    def __init__(self, encoder_config: EncoderConfig, config: TrainConfig, device: torch.device, *, seed: int = 0):
+    def __init__(
+        self,
+        encoder_config: EncoderConfig,
+        config: TrainConfig,
+        device: torch.device,
+        *,
+        seed: int = 0,
+        fast_paths: FastPaths | None = None,
+    ):
         self.config = config
         self.device = device
         torch.manual_seed(seed)
-        encoder = Encoder(encoder_config)
+        if fast_paths is None:  # the trainer's choice in a world of one (run.fast_paths=false: plain)
+            fast_paths = FastPaths.training(single_process=True) if config.run.fast_paths else FastPaths.plain()
+        encoder = Encoder(encoder_config, fast_paths)
         encoder.set_dropout(config.model.dropout)
         encoder.pooler.requires_grad_(False)  # as the trainer: no objective trains it
         contrast = MomentumContrast.from_config(encoder, config.contrast)
@@ -71,7 +83,7 @@ class EngineStep:
         self.contrast = contrast.to(device)
         if config.run.compile:
             compile_encoders(self.encoder, self.contrast)
-        self.model = JointModel(self.encoder, self.contrast, grad_in_place=True)  # as the trainer in a world of one
+        self.model = JointModel(self.encoder, self.contrast)
         o = config.optim
         self.optimizer = build_optimizer(
             self.model.trainable_parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay

@@ -40,6 +40,7 @@ from ..errors import InfoXLMError
 from ..eval.plots import plot_layerwise
 from ..eval.tatoeba import evaluate_tatoeba, resolve_languages
 from ..model.encoder import Encoder
+from ..model.fast_paths import FastPaths
 from ..tokenizer import Tokenizer
 from ..tokenizer_training import train_tokenizer
 from ..train.config import apply_overrides, preset
@@ -342,7 +343,7 @@ def _retrieval_files(folder: Path, split: str, settings: DemoSettings) -> Path:
 
 def _evaluate(model_dir: Path, retrieval_dirs: dict[str, Path], settings: DemoSettings, seed: int) -> dict[str, Any]:
 
-    encoder = Encoder.from_pretrained(model_dir).eval()
+    encoder = Encoder.from_pretrained(model_dir, fast_paths=FastPaths.inference()).eval()
     tokenizer = Tokenizer.from_pretrained(model_dir)
     layers = list(range(encoder.num_layers + 1))  # 0 = embeddings … L = last layer
     retrieval = {}

@@ -53,6 +53,7 @@ def run_eval_tatoeba(args: argparse.Namespace) -> int:
 
     from ..embedding import default_device, resolve_layer
     from ..model.encoder import Encoder
+    from ..model.fast_paths import FastPaths
     from ..model.hub import read_contrast_layer
     from ..tokenizer import Tokenizer
     from .tatoeba import default_layer, evaluate_tatoeba, resolve_languages
@@ -75,7 +76,7 @@ def run_eval_tatoeba(args: argparse.Namespace) -> int:
         layers = [resolve_layer(args.model, layer, name="--layer")]
         rule_layer, rule = layers[0], "--layer"
     languages = resolve_languages(args.langs, args.data)
-    encoder = Encoder.from_pretrained(args.model)
+    encoder = Encoder.from_pretrained(args.model, fast_paths=FastPaths.inference())
     tokenizer = Tokenizer.from_pretrained(args.model)
     encoder.to(torch.device(args.device) if args.device else default_device())
     result = evaluate_tatoeba(

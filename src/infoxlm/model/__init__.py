@@ -2,6 +2,7 @@
 
 from .config import EncoderConfig
 from .encoder import Encoder, EncoderOutput
+from .fast_paths import FastPaths
 from .mlm_head import MLMHead
 
-__all__ = ["Encoder", "EncoderConfig", "EncoderOutput", "MLMHead"]
+__all__ = ["Encoder", "EncoderConfig", "EncoderOutput", "FastPaths", "MLMHead"]

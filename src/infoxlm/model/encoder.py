@@ -31,6 +31,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .autocast import autocast_dtype
 from .config import EncoderConfig
+from .fast_paths import FastPaths
 from .hub import load_weights, read_encoder_config, save_encoder
 from .layer_norm import LayerNorm
 from .mlm_head import MLMHead, add_into_grad
@@ -137,7 +138,7 @@ class _LookupInPlaceGrad(torch.autograd.Function):
 class Embeddings(nn.Module):
     """Word + position + token-type (always type 0) embeddings, then LayerNorm and dropout."""
 
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, fast_paths: FastPaths = FastPaths()):
         super().__init__()
         d = config.hidden_size
         self.pad_token_id = config.pad_token_id
@@ -146,9 +147,9 @@ class Embeddings(nn.Module):
             config.max_position_embeddings, d, padding_idx=config.pad_token_id
         )
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, d)
-        self.LayerNorm = LayerNorm(d, eps=config.layer_norm_eps)
+        self.LayerNorm = LayerNorm(d, eps=config.layer_norm_eps, keep_autocast_dtype=fast_paths.low_precision_residual)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.grad_in_place = False  # see mlm_head.py; set by Encoder.set_word_grad_in_place
+        self.grad_in_place = fast_paths.word_grad_in_place  # see mlm_head.py
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         # input_ids (B, T) → (B, T, d)
@@ -197,22 +198,23 @@ class TransformerLayer(nn.Module):
     projections are scattered back into the padded (B, h, T, d/h) layout for SDPA with a mask.
     """
 
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, fast_paths: FastPaths = FastPaths()):
         super().__init__()
         d, ff, eps = config.hidden_size, config.intermediate_size, config.layer_norm_eps
+        keep = fast_paths.low_precision_residual
         self.num_heads = config.num_attention_heads
         self.attention_dropout = config.attention_probs_dropout_prob
         # ModuleDicts only to give the parameters Hugging Face's key names.
         self.attention = nn.ModuleDict(
             {
                 "self": nn.ModuleDict({"query": nn.Linear(d, d), "key": nn.Linear(d, d), "value": nn.Linear(d, d)}),
-                "output": nn.ModuleDict({"dense": nn.Linear(d, d), "LayerNorm": LayerNorm(d, eps=eps)}),
+                "output": nn.ModuleDict({"dense": nn.Linear(d, d), "LayerNorm": LayerNorm(d, eps=eps, keep_autocast_dtype=keep)}),
             }
         )
         self.intermediate = nn.ModuleDict({"dense": nn.Linear(d, ff)})
-        self.output = nn.ModuleDict({"dense": nn.Linear(ff, d), "LayerNorm": LayerNorm(d, eps=eps)})
+        self.output = nn.ModuleDict({"dense": nn.Linear(ff, d), "LayerNorm": LayerNorm(d, eps=eps, keep_autocast_dtype=keep)})
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.varlen_attention = True  # see the class docstring; Encoder.set_varlen_attention
+        self.varlen_attention = fast_paths.varlen_attention  # see the class docstring
 
     def forward(
         self,
@@ -272,36 +274,32 @@ class TransformerLayer(nn.Module):
 class LayerStack(nn.Module):
     """The ``encoder.layer.{i}`` list of a Hugging Face checkpoint."""
 
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, fast_paths: FastPaths = FastPaths()):
         super().__init__()
-        self.layer = nn.ModuleList(TransformerLayer(config) for _ in range(config.num_hidden_layers))
+        self.layer = nn.ModuleList(TransformerLayer(config, fast_paths) for _ in range(config.num_hidden_layers))
 
 
 class Encoder(nn.Module):
     """XLM-R body + pooler + tied masked-LM head, loadable from and savable to Hugging Face.
 
     ``encoder(input_ids, attention_mask)`` runs the body; ``encoder.lm_head(hidden, masked)``
-    turns hidden states into vocabulary logits at the masked positions only.
+    turns hidden states into vocabulary logits at the masked positions only. ``fast_paths``
+    (see fast_paths.py) are chosen here, once, and passed to the parts that run them.
     """
 
-    def __init__(self, config: EncoderConfig):
+    def __init__(self, config: EncoderConfig, fast_paths: FastPaths = FastPaths()):
         super().__init__()
         self.config = config
-        self.embeddings = Embeddings(config)
-        self.encoder = LayerStack(config)
+        self.fast_paths = fast_paths
+        self.embeddings = Embeddings(config, fast_paths)
+        self.encoder = LayerStack(config, fast_paths)
         # Carried only so that checkpoints round-trip and AutoModel finds every weight it
         # expects; infoxlm's objectives do not use it.
         self.pooler = nn.ModuleDict({"dense": nn.Linear(config.hidden_size, config.hidden_size)})
-        self.lm_head = MLMHead(config, self.embeddings.word_embeddings)
+        self.lm_head = MLMHead(config, self.embeddings.word_embeddings, fast_paths)
         # Optional parts ("lm_head", "pooler") whose weights came from a checkpoint, not from
         # reset_parameters(); set by from_pretrained, read by save_pretrained.
         self.loaded_parts: set[str] = set()
-        # Run position-wise parts on real tokens only (see Packing) for batches with padding.
-        # Outputs at padding positions are then 0, not what a padded run leaves there.
-        self.skip_padding = False
-        # states_at runs the top layer's row-wise part on the chosen rows only; False runs the
-        # whole layer and picks the rows after (the plain computation, to compare against).
-        self.top_rows_only = True
         self.reset_parameters()
 
     @property
@@ -404,7 +402,7 @@ class Encoder(nn.Module):
         else:
             mask = attention_mask.bool() if attention_mask is not None else packing.attention_mask()
             attn_mask = mask[:, None, None, :]  # (B, 1, 1, T)
-        packed = self.skip_padding and packing.has_padding
+        packed = self.fast_paths.skip_padding and packing.has_padding
         # The chosen real tokens as rows of a state flattened to (n, d) or (B·T, d).
         keep = None if rows is None else rows if packed or not packing.has_padding else packing.rows[rows]
 
@@ -414,7 +412,7 @@ class Encoder(nn.Module):
             x = self.embeddings(packing.pack(input_ids), packing.pack(position_ids))  # (n, d)
         else:
             x = self.embeddings(input_ids, position_ids)  # (B, T, d)
-        rows_in_top_layer = keep is not None and self.top_rows_only and num_layers > 0
+        rows_in_top_layer = keep is not None and self.fast_paths.top_rows_only and num_layers > 0
         states = [x]
         for i, layer in enumerate(self.encoder.layer[:num_layers]):
             top = i == num_layers - 1
@@ -423,29 +421,6 @@ class Encoder(nn.Module):
         if keep is not None and not rows_in_top_layer:  # the whole last state was computed: pick
             states[-1] = select_rows(x.reshape(-1, x.shape[-1]), keep)
         return states, packing, packed
-
-    def set_word_grad_in_place(self, enabled: bool) -> None:
-        """Add the tied word-embedding gradient straight into ``.grad`` (embedding lookup and MLM
-        head) instead of through autograd's per-use dense V × d tensors (see mlm_head.py).
-
-        For a plain single-process backward only: not under DDP, which hooks autograd's
-        accumulation. Under autocast the lookup keeps the in-place path (it runs in fp32) and the
-        head, whose product runs in bf16, falls back to the ordinary one by itself.
-        """
-        self.embeddings.grad_in_place = self.lm_head.grad_in_place = enabled
-
-    def set_low_precision_residual(self, enabled: bool) -> None:
-        """Under autocast, keep LayerNorm outputs — the residual stream — in the autocast dtype
-        (default) or, with False, in fp32 as plain autocast does (see layer_norm.py)."""
-        for module in self.modules():
-            if isinstance(module, LayerNorm):
-                module.keep_autocast_dtype = enabled
-
-    def set_varlen_attention(self, enabled: bool) -> None:
-        """Run attention over packed real tokens with ``varlen_attn`` where it applies (default),
-        or always over the padded layout with SDPA (see TransformerLayer)."""
-        for layer in self.encoder.layer:
-            layer.varlen_attention = enabled
 
     def compile_layers(self, backend: str = "inductor") -> None:
         """``torch.compile`` each layer, with dynamic shapes (batches of sentences bring new
@@ -473,16 +448,29 @@ class Encoder(nn.Module):
     # --- Hugging Face checkpoint directories ------------------------------------------
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "Encoder":
+    def from_pretrained(
+        cls, path: str | Path, *, map_location: str | torch.device = "cpu", fast_paths: FastPaths = FastPaths()
+    ) -> "Encoder":
         """Load a Hugging Face XLM-R checkpoint directory (``config.json`` + weights).
 
         Reads ``model.safetensors`` (or its sharded index), else ``pytorch_model.bin`` with
         ``weights_only=True``; the MLM head (``lm_head.*``) when present, else a freshly
         initialised one. Raises ``CheckpointError`` for anything that is not XLM-R-shaped.
         """
-        encoder = cls(read_encoder_config(path))
+        encoder = cls(read_encoder_config(path), fast_paths)
         load_weights(encoder, path, map_location)
         return encoder
+
+    def with_fast_paths(self, fast_paths: FastPaths) -> "Encoder":
+        """A new encoder of the same config, weights (copied), frozen parts and mode that runs
+        ``fast_paths``."""
+        other = type(self)(self.config, fast_paths).to(self.embeddings.word_embeddings.weight.device)
+        other.load_state_dict(self.state_dict())
+        for theirs, ours in zip(self.parameters(), other.parameters()):
+            ours.requires_grad_(theirs.requires_grad)
+        other.loaded_parts = set(self.loaded_parts)
+        other.train(self.training)
+        return other
 
     def save_pretrained(
         self,

@@ -23,13 +23,13 @@ from .autocast import autocast_dtype
 class LayerNorm(nn.LayerNorm):
     """``nn.LayerNorm`` that, under autocast, returns the autocast dtype (see the module docstring).
 
-    ``keep_autocast_dtype = False`` gives autocast's own behaviour (fp32 out); set it for a
-    whole encoder with ``Encoder.set_low_precision_residual``.
+    ``keep_autocast_dtype=False`` gives autocast's own behaviour (fp32 out); an encoder passes
+    its ``FastPaths.low_precision_residual``.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, keep_autocast_dtype: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
-        self.keep_autocast_dtype = True
+        self.keep_autocast_dtype = keep_autocast_dtype
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         device = x.device.type

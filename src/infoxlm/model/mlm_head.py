@@ -22,6 +22,7 @@ from torch import nn
 
 from .autocast import autocast_dtype
 from .config import EncoderConfig
+from .fast_paths import FastPaths
 from .layer_norm import LayerNorm
 
 
@@ -62,15 +63,15 @@ class MLMHead(nn.Module):
     embedding matrix (tied, never stored twice).
     """
 
-    def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding):
+    def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding, fast_paths: FastPaths = FastPaths()):
         super().__init__()
         d = config.hidden_size
         self.dense = nn.Linear(d, d)
-        self.layer_norm = LayerNorm(d, eps=config.layer_norm_eps)
+        self.layer_norm = LayerNorm(d, eps=config.layer_norm_eps, keep_autocast_dtype=fast_paths.low_precision_residual)
         self.decoder = nn.Linear(d, config.vocab_size, bias=False)
         self.decoder.weight = word_embeddings.weight  # tied, as in XLM-R
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.grad_in_place = False  # see the module docstring; set by Encoder.set_word_grad_in_place
+        self.grad_in_place = fast_paths.word_grad_in_place  # see the module docstring
 
     def forward(
         self, hidden_states: torch.Tensor, masked_positions: torch.Tensor | None = None, *, vocab_multiple: int = 1

@@ -134,7 +134,7 @@ class MomentumContrast(nn.Module):
             # The key encoder needs only the layers up to the universal one.
             key_config = copy.deepcopy(config)
             key_config.num_hidden_layers = layer
-            self.key_encoder = Encoder(key_config)
+            self.key_encoder = Encoder(key_config, encoder.fast_paths)
             self.key_projection = copy.deepcopy(self.query_projection)
             self.key_encoder.requires_grad_(False)
             self.key_projection.requires_grad_(False)

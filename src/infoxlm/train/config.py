@@ -199,7 +199,8 @@ class RunConfig(Section):
     keep_checkpoints: int = 3
     log_every: int = 10
     device: str | None = None  # default: cuda if available, else cpu
-    bf16: bool = True  # autocast on GPU; CPU runs always compute in fp32
+    bf16: bool = True  # autocast on GPU; CPU runs compute in fp32 unless cpu_bf16
+    cpu_bf16: bool = False  # bf16 autocast on a CPU too: to see what bf16 does to a run without a GPU
     # torch.compile every encoder layer (dynamic shapes): fuses the element-wise work around
     # the matrix products. For GPUs; costs about half a minute of compiling at the start.
     compile: bool = False
@@ -214,6 +215,9 @@ class RunConfig(Section):
     # A collective operation (all-reduce, all-gather, barrier) that waits longer than this for
     # another process ends the run with a message instead of hanging: a rank that died or hangs.
     collective_timeout_s: int = 1800
+    # The encoder's exact fast paths (model/fast_paths.py); false runs the plain reference
+    # computation throughout (for comparisons: same numbers up to rounding, slower).
+    fast_paths: bool = True
 
     def validate(self) -> None:
         self._integer("seed", 0)
@@ -230,7 +234,9 @@ class RunConfig(Section):
             if kind not in ("cpu", "cuda"):
                 self._fail("device", "cpu, cuda or cuda:N (CUDA's availability is checked when the run starts)")
         self._boolean("bf16")
+        self._boolean("cpu_bf16")
         self._boolean("compile")
+        self._boolean("fast_paths")
         self._integer("collective_timeout_s", 1)
 
 

@@ -40,36 +40,19 @@ VOCAB_MULTIPLE_ON_GPU = 64
 
 
 class JointModel(nn.Module):
-    """``grad_in_place``: the tied word-embedding gradient is added straight into ``.grad``
-    (``Encoder.set_word_grad_in_place``) — for a single process only, never under DDP.
-    ``skip_padding``: the query and key encoders run their position-wise parts on real tokens
-    only (``Encoder.skip_padding``); the losses read real positions only, so nothing changes.
-    ``top_rows_only``: both encoders run their top layer's row-wise part on the rows the losses
-    read only (``Encoder.top_rows_only``); False runs whole top layers, the plain computation.
-    ``pad_vocabulary``: on a GPU, the head's product pads the vocabulary to a multiple of 64
-    (``padded_vocab_logits``; the parameters keep V); the loss gives the padding probability 0.
+    """The encoder runs the fast paths it was built with (``encoder.fast_paths``; the key
+    encoder has the same): on real tokens only, the top layer on the rows the losses read, the
+    in-place word gradient (a single process only), and on a GPU the head's product padded
+    to a multiple of 64 columns (``padded_vocab_logits``; the loss gives the padding
+    probability 0).
     """
 
-    def __init__(
-        self,
-        encoder: Encoder,
-        contrast: MomentumContrast | None,
-        *,
-        grad_in_place: bool = False,
-        skip_padding: bool = True,
-        top_rows_only: bool = True,
-        pad_vocabulary: bool = True,
-    ):
+    def __init__(self, encoder: Encoder, contrast: MomentumContrast | None):
         super().__init__()
         self.encoder = encoder
-        self.pad_vocabulary = pad_vocabulary
         self.query_projection = contrast.query_projection if contrast is not None else None
         # Held without registering it: its key encoder and queue must stay out of DDP.
         self._contrast = [contrast]
-        encoder.set_word_grad_in_place(grad_in_place)
-        for model in (encoder, contrast.key_encoder if contrast is not None else None):
-            if model is not None:  # the query encoder, and the key encoder where there is one
-                model.skip_padding, model.top_rows_only = skip_padding, top_rows_only
 
     @property
     def contrast(self) -> MomentumContrast | None:
@@ -89,7 +72,7 @@ class JointModel(nn.Module):
             self.encoder.states_at(b.input_ids, b.masked_rows, b.attention_mask, packing=b.packing) for b in batches
         ]  # each (N_i, d): the masked tokens' final states; the top layer runs its rows only
         states = torch.cat(hidden) if len(hidden) > 1 else hidden[0]  # (ΣN_i, d)
-        vocab_multiple = VOCAB_MULTIPLE_ON_GPU if states.is_cuda and self.pad_vocabulary else 1
+        vocab_multiple = VOCAB_MULTIPLE_ON_GPU if states.is_cuda and self.encoder.fast_paths.padded_vocabulary else 1
         logits = self.encoder.lm_head(states, vocab_multiple=vocab_multiple)  # (ΣN_i, V), or V padded
         targets = torch.cat([b.targets for b in batches]) if len(batches) > 1 else batches[0].targets  # (ΣN_i,)
         per_token = token_cross_entropy(logits, targets)  # (ΣN_i,) fp32; fused kernels on a GPU

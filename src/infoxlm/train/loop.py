@@ -32,6 +32,7 @@ from ..errors import InfoXLMError
 from ..export.model_card import DATA_SUMMARY_NAME, data_summary, write_model_card
 from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
+from ..model.fast_paths import FastPaths
 from ..model.hub import record_contrast_layer
 from ..objectives.xlco import MomentumContrast, momentum_at
 from ..outputs import atomic_dir, atomic_file, check_output_dir
@@ -108,7 +109,7 @@ class Trainer:
         if config.run.compile:
             compile_encoders(self.encoder, self.contrast)
         # The tied word-embedding gradient straight into .grad: a single process only (see JointModel).
-        self.model = JointModel(self.encoder, self.contrast, grad_in_place=not self.world.distributed)
+        self.model = JointModel(self.encoder, self.contrast)
         self.ddp = self._wrap_ddp(self.model)
         self.optimizer = build_optimizer(
             self.model.trainable_parameters(),
@@ -239,8 +240,10 @@ class Trainer:
 
     def _build_encoder(self) -> Encoder:
         cfg = self.config.model
+        # Chosen once, here: every encoder the run builds from this one (the key encoder) keeps them.
+        fast = FastPaths.training(single_process=not self.world.distributed) if self.config.run.fast_paths else FastPaths.plain()
         if cfg.init:
-            encoder = encoder_to_continue(cfg.init)
+            encoder = encoder_to_continue(cfg.init, fast)
             if encoder.config.vocab_size != self.store.vocab_size:
                 raise TrainingError(
                     f"--init {cfg.init}: vocabulary of {encoder.config.vocab_size} pieces, but the store "
@@ -248,7 +251,7 @@ class Trainer:
                 )
         else:
             config = EncoderConfig.preset(cfg.size, vocab_size=self.store.vocab_size, **cfg.overrides)
-            encoder = Encoder(config)
+            encoder = Encoder(config, fast)
             encoder.reset_parameters(cfg.init_scheme)
         encoder.set_dropout(cfg.dropout)
         encoder.pooler.requires_grad_(False)  # not trained by any objective; kept for checkpoints
@@ -544,7 +547,8 @@ class JointStep:
             micro_steps = int(all_reduce_max(torch.tensor(local_steps, device=device), world))
         sums = torch.zeros(4, dtype=torch.float64, device=device)  # mmlm, tlm, xlco loss sums; xlco correct
         keys, key_slots = [], []
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda" and cfg.run.bf16)
+        in_bf16 = cfg.run.bf16 and (device.type == "cuda" or cfg.run.cpu_bf16)
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=in_bf16)
         for i in range(micro_steps):
             picked = {name: _aligned(b, i, micro_steps) for name, b in batches.items()}
             last = i == micro_steps - 1
@@ -818,14 +822,14 @@ def _pretrain(
     return trainer.run_dir
 
 
-def encoder_to_continue(init: str | Path) -> Encoder:
+def encoder_to_continue(init: str | Path, fast_paths: FastPaths = FastPaths()) -> Encoder:
     """``model.init``: a Hugging Face XLM-R directory; a sentence-transformers directory (its
     Transformer module's directory, named in modules.json); or a run directory (the weights of
     its latest checkpoint, as `infoxlm export` writes them, without its optimizer state)."""
     init = Path(init)
     if (init / "checkpoints").is_dir():
         with tempfile.TemporaryDirectory() as tmp:
-            return Encoder.from_pretrained(export(init, Path(tmp) / "model"))
+            return Encoder.from_pretrained(export(init, Path(tmp) / "model"), fast_paths=fast_paths)
     modules = init / "modules.json"
     if modules.is_file():
         try:
@@ -833,8 +837,8 @@ def encoder_to_continue(init: str | Path) -> Encoder:
             path = next(m.get("path", "") for m in listed if str(m.get("type", "")).endswith(".Transformer"))
         except (ValueError, StopIteration, AttributeError, TypeError):
             raise TrainingError(f"{modules}: names no sentence_transformers Transformer module") from None
-        return Encoder.from_pretrained(init / path)
-    return Encoder.from_pretrained(init)
+        return Encoder.from_pretrained(init / path, fast_paths=fast_paths)
+    return Encoder.from_pretrained(init, fast_paths=fast_paths)
 
 
 def export(run_dir: str | Path, output: str | Path, step: int | None = None) -> Path:

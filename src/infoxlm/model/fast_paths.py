@@ -1,0 +1,58 @@
+"""Which of the encoder's fast paths run: one frozen object, chosen when an encoder is built.
+
+Every fast path computes what the plain path computes (each has a test against it); they
+differ in time and memory only. An encoder is built with its ``FastPaths`` and keeps them:
+nothing switches a path later, so reading ``Encoder`` top to bottom tells what a run does.
+
+- ``skip_padding``: position-wise parts (embeddings, projections, feed-forward, LayerNorms)
+  on the real tokens of a padded batch only (see packing.py); outputs at padding positions
+  are then 0, not what a padded run leaves there. For training and sentence embeddings,
+  which never read padding positions.
+- ``top_rows_only``: ``Encoder.states_at`` runs the top layer's row-wise part on the rows
+  asked for only (the masked tokens of MLM, one per sentence for ``<s>`` pooling).
+- ``word_grad_in_place``: the tied word-embedding gradient goes straight into ``.grad`` from
+  the lookup and the MLM head (see mlm_head.py), not through autograd's dense V × d
+  tensors. A single process only: DDP hooks autograd's accumulation.
+- ``varlen_attention``: on a GPU, attention over packed real tokens with ``varlen_attn``
+  where it applies; off, SDPA over the padded layout.
+- ``low_precision_residual``: under autocast, LayerNorm outputs (the residual stream) stay
+  in the autocast dtype; off, fp32 as plain autocast keeps them (see layer_norm.py).
+- ``padded_vocabulary``: on a GPU, the MLM head's product pads the vocabulary to a multiple
+  of 64 (see mlm_head.py); the loss gives the padding probability 0.
+
+>>> FastPaths.training(single_process=True).word_grad_in_place
+True
+>>> any(vars(FastPaths.plain()).values())
+False
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FastPaths"]
+
+
+@dataclass(frozen=True)
+class FastPaths:
+    skip_padding: bool = False
+    top_rows_only: bool = True
+    word_grad_in_place: bool = False
+    varlen_attention: bool = True
+    low_precision_residual: bool = True
+    padded_vocabulary: bool = True
+
+    @classmethod
+    def plain(cls) -> "FastPaths":
+        """The reference computation: no fast path at all (``run.fast_paths=false``)."""
+        return cls(False, False, False, False, False, False)
+
+    @classmethod
+    def training(cls, single_process: bool) -> "FastPaths":
+        """Pre-training's: every path, the in-place word gradient only without DDP."""
+        return cls(skip_padding=True, word_grad_in_place=single_process)
+
+    @classmethod
+    def inference(cls) -> "FastPaths":
+        """Sentence embeddings and retrieval: padding positions are never read."""
+        return cls(skip_padding=True)
