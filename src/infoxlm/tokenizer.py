@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from infoxlm.errors import TokenizerError
+from infoxlm.special_tokens import BOS, BOS_ID, EOS, EOS_ID, MASK, PAD, PAD_ID, SPECIAL_IDS, UNK, UNK_ID
 
 __all__ = [
     "Tokenizer",
@@ -79,9 +80,8 @@ SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 TRAINING_REPORT = "training_report.json"
 MODEL_MAX_LENGTH = 512
 
-BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
 # The four specials that sit at fixed ids in front of the vocabulary; <mask> comes last.
-_LEADING_SPECIALS = (BOS, PAD, EOS, UNK)
+_LEADING_SPECIALS = tuple(SPECIAL_IDS)  # (<s>, <pad>, </s>, <unk>), in id order
 _METASPACE = "\u2581"  # "▁", SentencePiece's visible space
 
 # ISO 639 code (2-3 letters) with optional script/region subtags: de, fil, zh-Hans, pt_BR.
@@ -144,7 +144,7 @@ class _TokenizersBackend(_Backend):
                 [pre_tokenizers.WhitespaceSplit(), self._tok.pre_tokenizer]
             )
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
-        expected = {BOS: 0, PAD: 1, EOS: 2, UNK: 3, MASK: self.vocab_size - 1}
+        expected = {**SPECIAL_IDS, MASK: self.vocab_size - 1}
         for token, want in expected.items():
             got = self._tok.token_to_id(token)
             if got != want:
@@ -204,8 +204,8 @@ class _SentencePieceBackend(_Backend):
         self._pieces = self._sp.get_piece_size()
         self.vocab_size = self._pieces + 2  # + <pad> (fairseq only) + <mask>
         self.mask_id = self._pieces + 1
-        self._special_names = {0: BOS, 1: PAD, 2: EOS, 3: UNK, self.mask_id: MASK}
-        self._special_ids = {BOS: 0, PAD: 1, EOS: 2, UNK: 3, MASK: self.mask_id}
+        self._special_ids = {**SPECIAL_IDS, MASK: self.mask_id}
+        self._special_names = {i: token for token, i in self._special_ids.items()}
         # tokenizers treats special tokens written literally in the text ("a <mask> b") as
         # those tokens; SentencePiece would spell them out, so split them off first.
         self._special_re = re.compile(
@@ -272,10 +272,10 @@ class Tokenizer:
     ``<s> pieces </s>``; padding is on the right with ``pad_id``.
     """
 
-    bos_id: int = 0
-    pad_id: int = 1
-    eos_id: int = 2
-    unk_id: int = 3
+    bos_id: int = BOS_ID
+    pad_id: int = PAD_ID
+    eos_id: int = EOS_ID
+    unk_id: int = UNK_ID
 
     def __init__(self, backend: _Backend, source: Path, data: bytes, extra_files: Sequence[Path] = ()):
         self._backend = backend
@@ -553,7 +553,7 @@ class Tokenizer:
                 "single_word": False,
                 "special": True,
             }
-            for token, i in ((BOS, 0), (PAD, 1), (EOS, 2), (UNK, 3), (MASK, self.mask_id))
+            for token, i in {**SPECIAL_IDS, MASK: self.mask_id}.items()
         }
         config = {
             "tokenizer_class": "XLMRobertaTokenizer",

@@ -24,7 +24,8 @@ import numpy as np
 from infoxlm.data.sampling import language_probabilities
 from infoxlm.data.text_files import COMPRESSION_SUFFIXES, count_text_lines, read_text_lines
 from infoxlm.errors import DataError, TokenizerError
-from infoxlm.tokenizer import _LEADING_SPECIALS, _METASPACE, BOS, EOS, MASK, TOKENIZER_JSON, UNK, PathLike, Tokenizer
+from infoxlm.special_tokens import BOS, BOS_ID, EOS, EOS_ID, MASK, UNK
+from infoxlm.tokenizer import _LEADING_SPECIALS, _METASPACE, TOKENIZER_JSON, PathLike, Tokenizer
 
 __all__ = ["TrainingReport", "language_from_filename", "train_tokenizer"]
 
@@ -425,7 +426,7 @@ def _train_unigram(lines: Iterator[str], vocab_size: int, threads: int, show_pro
     final.post_processor = processors.TemplateProcessing(
         single=f"{BOS} $A {EOS}",
         pair=f"{BOS} $A {EOS} {EOS} $B {EOS}",
-        special_tokens=[(BOS, 0), (EOS, 2)],
+        special_tokens=[(BOS, BOS_ID), (EOS, EOS_ID)],
     )
     return final
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.batching import contrast_micro_batches, mlm_micro_batches
-from ..data.examples import BOS_ID, EOS_ID
-from ..data.masking import FIRST_ORDINARY_ID, mask_tokens
+from ..data.masking import mask_tokens
+from ..special_tokens import BOS_ID, EOS_ID, FIRST_ORDINARY_ID
 from ..data.pipeline import ObjectiveStats, StepData
 from ..data.ragged import Ragged
 from .sizes import BenchError

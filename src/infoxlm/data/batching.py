@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from ..model.packing import Packing
+from ..special_tokens import PAD_ID
 from .masking import MaskedSequences
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
     "padding_fraction",
 ]
 
-PAD_ID = 1
 
 
 @dataclass

@@ -36,11 +36,11 @@ import numpy as np
 
 from .ragged import Ragged, frame, gather_runs, scatter_runs
 from .schedule import BlockPlan, MixupPlan, PairPlan
-from .store import EOS_ID, MonoCorpus, ParallelCorpus, TokenStore
+from ..special_tokens import BOS_ID, EOS_ID
+from .store import MonoCorpus, ParallelCorpus, TokenStore
 
 __all__ = ["ExampleBuilder", "MonoBlocks", "fair_truncation", "pack_whole_lines", "BOS_ID", "EOS_ID"]
 
-BOS_ID = 0
 
 
 def fair_truncation(first: np.ndarray, second: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:

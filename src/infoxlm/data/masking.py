@@ -36,12 +36,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..special_tokens import FIRST_ORDINARY_ID
 from .keyed_random import mix, stream_bits, to_integers
 from .ragged import Ragged, _offsets, flat_ranges, gather_runs, long_runs
 
 __all__ = ["MaskedSequences", "mask_tokens", "check_mask_rates", "FIRST_ORDINARY_ID"]
 
-FIRST_ORDINARY_ID = 4  # ids 0-3 are <s> <pad> </s> <unk>; the last id is <mask>
 _LOW24 = np.uint64(0xFFFFFF)
 # Decorrelates the random-replacement draw from the select/action draw of the same token.
 _RANDOM_TOKEN_SALT = np.uint64(0xD1B54A32D192ED03)

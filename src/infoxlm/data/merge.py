@@ -42,7 +42,6 @@ from tqdm import tqdm
 from infoxlm.data.created_paths import CreatedPaths
 from infoxlm.data.prepare import PrepareResult
 from infoxlm.data.store import (
-    EOS_ID,
     OFFSET_DTYPE,
     TOKEN_DTYPE,
     TOKENIZER_DIR,
@@ -54,6 +53,7 @@ from infoxlm.data.store import (
     corpus_lock,
 )
 from infoxlm.errors import DataError
+from infoxlm.special_tokens import EOS_ID
 
 __all__ = ["merge_stores"]
 

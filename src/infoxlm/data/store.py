@@ -48,11 +48,11 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..errors import InfoXLMError
+from ..special_tokens import EOS_ID
 from .created_paths import CreatedPaths, naming
 
 STORE_FORMAT = "infoxlm-token-store"
 STORE_VERSION = 2  # 2: monolingual lines end with </s> (1: bare lines)
-EOS_ID = 2  # </s> in the XLM-R vocabulary layout every infoxlm tokenizer has
 TOKEN_DTYPE = np.dtype("<u4")
 OFFSET_DTYPE = np.dtype("<i8")
 PARTIAL_PREFIX = ".partial-"
