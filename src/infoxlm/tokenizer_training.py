@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from infoxlm.data.sampling import language_probabilities
+from infoxlm.data.sampling import check_alpha, language_probabilities
 from infoxlm.data.text_files import COMPRESSION_SUFFIXES, count_text_lines, read_text_lines
 from infoxlm.errors import DataError, TokenizerError
 from infoxlm.special_tokens import BOS, BOS_ID, EOS, EOS_ID, MASK, UNK
@@ -138,8 +138,7 @@ def train_tokenizer(
     _check_int("max_sentences", max_sentences, smallest=1)
     _check_int("seed", seed, smallest=0)
     _check_int("threads", threads, smallest=1)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= 1:
-        raise TokenizerError(f"alpha={alpha!r} is invalid; expected a number in (0, 1]")
+    check_alpha(alpha, TokenizerError)
     output = Path(output_dir)
     if output.exists() and not output.is_dir():
         raise TokenizerError(f"{output}: exists and is not a directory; expected an output directory")

@@ -29,7 +29,7 @@ from .batching import ContrastBatch, MLMBatch, contrast_micro_batches, mlm_micro
 from .examples import ExampleBuilder
 from .keyed_random import KeyedRandom
 from .masking import MaskedSequences, check_mask_rates, mask_tokens
-from .sampling import SAMPLING_UNITS, language_probabilities
+from .sampling import SAMPLING_UNITS, check_alpha, language_probabilities
 from .schedule import MASK, MASK_KEY, OBJECTIVE_IDS, plan_blocks, plan_mixup, plan_pairs, rank_slots
 from .store import StoreError, TokenStore
 
@@ -73,8 +73,7 @@ class PipelineConfig:
         integer("seed", 0)
         if self.seed >= 2**64:
             raise ValueError(f"seed must be below 2**64, got {self.seed}")
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0 < self.alpha <= 1:
-            raise ValueError(f"alpha must be in (0, 1], got {self.alpha!r}")
+        check_alpha(self.alpha)
         if self.sampling_unit not in SAMPLING_UNITS:
             raise ValueError(f"sampling_unit must be one of {', '.join(SAMPLING_UNITS)}, got {self.sampling_unit!r}")
         for name in ("mmlm_batch_size", "tlm_batch_size", "xlco_batch_size"):

@@ -21,10 +21,26 @@ import numbers
 import operator
 from collections.abc import Mapping
 
-__all__ = ["SAMPLING_UNITS", "language_probabilities"]
+__all__ = ["SAMPLING_UNITS", "check_alpha", "language_probabilities"]
 
 # What n_l counts in pre-training: lines and translation pairs (the paper's "instances"), or tokens.
 SAMPLING_UNITS = ("instances", "tokens")
+
+
+def check_alpha(alpha: object, error: type[Exception] = ValueError) -> float:
+    """``alpha`` as a float if it is a number in (0, 1]; else ``error`` naming the value.
+
+    >>> check_alpha(0.7)
+    0.7
+    >>> check_alpha(float("nan"))
+    Traceback (most recent call last):
+    ValueError: alpha=nan is invalid; expected a number in (0, 1]
+    """
+    # bool is an int subclass and NaN fails every comparison: reject both explicitly so
+    # that e.g. alpha=True or alpha=nan cannot slip through the range check.
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or math.isnan(alpha) or not 0 < alpha <= 1:
+        raise error(f"alpha={alpha!r} is invalid; expected a number in (0, 1]")
+    return float(alpha)
 
 
 def language_probabilities(counts: Mapping[str, int], alpha: float) -> dict[str, float]:
@@ -51,12 +67,7 @@ def language_probabilities(counts: Mapping[str, int], alpha: float) -> dict[str,
         >>> language_probabilities({"en": 900, "sw": 100}, alpha=1.0)
         {'en': 0.9, 'sw': 0.1}
     """
-    # bool is an int subclass and NaN fails every comparison: reject both explicitly so
-    # that e.g. alpha=True or alpha=nan cannot slip through the range check below.
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or math.isnan(alpha):
-        raise ValueError(f"alpha must be a number in (0, 1], got {alpha!r}")
-    if not 0.0 < alpha <= 1.0:
-        raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
+    check_alpha(alpha)
     if not counts:
         raise ValueError("counts is empty: expected at least one language with a positive count")
 

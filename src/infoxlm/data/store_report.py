@@ -16,13 +16,12 @@ raise :class:`~infoxlm.data.store.StoreError` instead.
 from __future__ import annotations
 
 import hashlib
-import numbers
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from infoxlm.data.sampling import SAMPLING_UNITS, language_probabilities
+from infoxlm.data.sampling import SAMPLING_UNITS, check_alpha, language_probabilities
 from infoxlm.data.store import TOKENIZER_DIR, MonoCorpus, ParallelCorpus, StoreError, TokenStore
 from infoxlm.errors import DataError
 
@@ -70,8 +69,7 @@ def store_report(
     """
     if unit not in SAMPLING_UNITS:
         raise DataError(f"sampling unit {unit!r} is invalid; expected one of {', '.join(SAMPLING_UNITS)}")
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha <= 1:
-        raise DataError(f"alpha={alpha!r} is invalid; expected a number in (0, 1]")
+    check_alpha(alpha, DataError)
     store = TokenStore.open(root)
     store.verify(check_token_ids=check_token_ids)
     if not store.mono and not store.parallel:
