@@ -155,3 +155,37 @@ def test_print_config_needs_no_data_and_prints_the_resolved_json(capsys):
     assert printed["optim"]["lr"] == 0.5 and printed["data"]["xlco_batch_size"] == 0 and printed["data"]["seed"] == 7
     assert main(["pretrain", "--preset", "test"]) == 1
     assert "--data and --output required" in capsys.readouterr().err
+
+
+def test_each_preset_is_a_function_building_a_fresh_valid_config():
+    built = {name: function() for name, function in PRESETS.items()}
+    assert all(isinstance(config, TrainConfig) for config in built.values())
+    assert len({config.to_json() for config in built.values()}) == len(built)  # all different
+    first = preset("demo")
+    first.optim.lr = 1.0
+    assert preset("demo").optim.lr == 2e-3  # a fresh config each time
+
+
+def test_a_bad_value_in_a_preset_fails_where_it_is_built():
+    from infoxlm.train.config import _changed
+
+    with pytest.raises(ConfigError, match=r"contrast\.temperature"):
+        _changed(TrainConfig(), contrast={"temperature": -1.0})
+    with pytest.raises(ConfigError, match=r"data\.block_size must be an integer >= 3"):
+        _changed(TrainConfig(), data={"block_size": 2})
+
+
+def test_pretrain_preset_demo_is_what_the_demo_and_its_benchmark_run():
+    from infoxlm.bench.sizes import bench_size
+    from infoxlm.demo.run import FULL, train_config
+
+    demo = preset("demo")
+    assert train_config(FULL, seed=0, extra=[]).to_json() == apply_overrides(preset("demo"), ["run.seed=0"]).to_json()
+    size = bench_size("demo")
+    assert (size.encoder, size.block_size, size.tlm_max_length, size.xlco_max_length) == (
+        demo.model.size, demo.data.block_size, demo.data.tlm_max_length, demo.data.xlco_max_length
+    )
+    assert size.contrast == {key: getattr(demo.contrast, key) for key in size.contrast}
+    assert (size.cpu.mmlm, size.cpu.tlm, size.cpu.xlco, size.cpu.max_tokens) == (
+        demo.data.mmlm_batch_size, demo.data.tlm_batch_size, demo.data.xlco_batch_size, demo.data.max_tokens
+    )

@@ -3,8 +3,8 @@
 Lengths and contrast settings follow the training presets (``train/config.py``): ``base``
 and ``large`` are XLM-R base (12×768) and large (24×1024) with the 250,002-piece vocabulary,
 512-token MMLM blocks and TLM pairs, 256-token XLCO views, the universal layer 8 / 12 and a
-queue of 131,072 keys; ``demo`` is the demo preset (4×256, the demo's 8,000-piece vocabulary,
-64-token blocks); ``test`` runs in seconds.
+queue of 131,072 keys; ``demo`` is read off the ``demo`` preset and the demo's vocabulary (the
+step ``infoxlm demo`` trains); ``test`` runs in seconds.
 
 Default batches (examples per optimizer step for MMLM, TLM, XLCO) are small on a CPU, so
 that a ``base`` step takes seconds, and on a GPU a global batch of 256 examples per
@@ -23,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..demo.settings import FULL
 from ..errors import InfoXLMError
+from ..train.config import preset
 
 
 class BenchError(InfoXLMError):
@@ -82,19 +84,31 @@ class BenchSize:
         return self.cuda if device_type == "cuda" else self.cpu
 
 
+def _demo_size() -> BenchSize:
+    """The step ``infoxlm demo`` trains, read off the ``demo`` preset and the demo's vocabulary;
+    on a GPU, larger batches of the same recipe."""
+    config = preset("demo")
+    data, c = config.data, config.contrast
+    contrast = {
+        "layer": c.layer, "queue_size": c.queue_size, "momentum": c.momentum, "pooling": c.pooling,
+        "normalize": c.normalize, "temperature": c.temperature, "in_batch_negatives": c.in_batch_negatives,
+    }  # fmt: skip
+    return BenchSize(
+        "demo", config.model.size, FULL.vocab_size, data.block_size, data.tlm_max_length, data.xlco_max_length,
+        contrast,
+        cpu=Batches(data.mmlm_batch_size, data.tlm_batch_size, data.xlco_batch_size, data.max_tokens),
+        cuda=Batches(256, 256, 512, 16384),
+        steps={"cpu": 10, "cuda": 20}, warmup={"cpu": 2, "cuda": 3},
+    )  # fmt: skip
+
+
 SIZES: dict[str, BenchSize] = {
     "test": BenchSize(
         "test", "tiny", 1000, 32, 48, 24, {"layer": 1, "queue_size": 16, "momentum": 0.9},
         cpu=Batches(4, 4, 4, 256), cuda=Batches(4, 4, 4, 256),
         steps={"cpu": 5, "cuda": 20}, warmup={"cpu": 1, "cuda": 3},
     ),
-    "demo": BenchSize(
-        "demo", "small", 8000, 64, 96, 48,
-        {"layer": 2, "queue_size": 256, "momentum": 0.99,
-         "pooling": "mean", "normalize": True, "temperature": 0.05, "in_batch_negatives": True},
-        cpu=Batches(16, 16, 128, 8192), cuda=Batches(256, 256, 512, 16384),
-        steps={"cpu": 10, "cuda": 20}, warmup={"cpu": 2, "cuda": 3},
-    ),
+    "demo": _demo_size(),
     "base": BenchSize(
         "base", "base", 250_002, 512, 512, 256, {"layer": 8, "queue_size": 131_072, "momentum": 0.9999},
         # Micro-batches of 98,304 tokens: larger micro-batches mean fewer, fuller products,

@@ -23,11 +23,9 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,6 +44,7 @@ from ..tokenizer_training import train_tokenizer
 from ..train.config import apply_overrides, preset
 from ..train.loop import export, pretrain
 from . import corpus
+from .settings import FULL, QUICK, DemoSettings
 
 __all__ = ["DemoSettings", "FULL", "QUICK", "MODELS", "run_demo", "format_tables"]
 
@@ -56,102 +55,6 @@ MODELS: dict[str, tuple[str, list[str]]] = {
     "no-xlco": ("−XLCO", ["data.xlco_batch_size=0"]),
 }
 SPLITS = ("dev", "test", "heldout")
-
-
-@dataclass(frozen=True)
-class DemoSettings:
-    """What the demo trains and evaluates; ``FULL`` and ``QUICK`` are the two shipped ones."""
-
-    name: str
-    vocab_size: int
-    tokenizer_sentences: int  # lines sampled to learn the vocabulary
-    train_overrides: tuple[str, ...]  # on top of preset("demo")
-    languages: tuple[str, ...] | None = None  # None: all 14 of the corpus
-    retrieval_limit: int | None = None  # sentences per language and split; None: all
-    classification_limit: int | None = None  # examples per file; None: all
-    classifier_epochs: int = 300
-
-    def fingerprint(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-# The full demo. Each setting is the one that scores best on the dev split in short runs
-# (the figures are in BENCHMARKS.md, "The demo's settings"):
-# * XLCO on the mean of the universal layer's token states (contrast.pooling=mean), the
-#   vector retrieval reads, instead of the <s> state: dev top-1 11 → 24 (xx→en) at once;
-#   the gradient reaches every token's state directly instead of through <s>'s attention;
-# * 128 pairs per step with in-batch negatives beside a small queue (256 keys = 2 steps): a
-#   from-scratch encoder changes quickly, so queued keys are told apart by their age alone —
-#   with a queue only, the XLCO accuracy read 1.0 within 10 steps while retrieval did not
-#   move; keys of the same batch come from the same key-encoder state. 128 pairs instead of
-#   32: dev 24 → 45;
-# * normalised vectors, τ = 0.05 (MoCo's choice; with mean pooling they no longer collapse as
-#   the <s> states did): dev 45 → 68;
-# * XLCO weight 8 (weight 1: 8 points lower on dev): MMLM and TLM gradients otherwise
-#   dominate the shared parameters' Adam updates in a few hundred steps;
-# * contrast layer 2 of 4 (the paper: 8 of 12), dropout 0 (the authors' continued
-#   pre-training); single-pair, unmasked XLCO views (the paper's mixup and masked views
-#   score lower on dev);
-# * lr 2e-3 (dev 67 / 55 against 62 / 54 with 1e-3) and 400 steps: more steps keep paying
-#   (600 steps: dev 75 / 65), but the demo must finish within 15 minutes on a slow 2-core
-#   machine, and 400 steps leave a margin.
-FULL = DemoSettings(
-    name="full",
-    vocab_size=8000,
-    tokenizer_sentences=200_000,
-    train_overrides=(
-        "model.size=small",
-        "model.dropout=0.0",
-        "optim.max_steps=400",
-        "optim.warmup_steps=40",
-        "optim.lr=2e-3",
-        "data.mixup=false",
-        "data.mask_xlco=false",
-        "objectives.xlco_weight=8",
-        "data.xlco_batch_size=128",
-        "data.max_tokens=8192",
-        "contrast.pooling=mean",
-        "contrast.normalize=true",
-        "contrast.temperature=0.05",
-        "contrast.layer=2",
-        "contrast.in_batch_negatives=true",
-        "contrast.queue_size=256",
-        "contrast.momentum=0.99",
-        "run.save_every=400",
-        "run.log_every=10",
-    ),
-)
-
-# The test suite's run: checks that every stage works together, not the quality (≤ 2 minutes).
-QUICK = DemoSettings(
-    name="quick",
-    vocab_size=2000,
-    tokenizer_sentences=20_000,
-    train_overrides=(
-        "model.size=tiny",
-        "data.mmlm_batch_size=8",
-        "data.tlm_batch_size=8",
-        "data.xlco_batch_size=8",
-        "data.block_size=32",
-        "data.tlm_max_length=48",
-        "data.xlco_max_length=24",
-        "data.max_tokens=1024",
-        "contrast.layer=2",
-        "contrast.queue_size=32",
-        "contrast.normalize=true",
-        "contrast.temperature=0.1",
-        "contrast.momentum=0.9",
-        "optim.lr=1e-3",
-        "optim.warmup_steps=2",
-        "optim.max_steps=12",
-        "run.save_every=12",
-        "run.log_every=2",
-    ),
-    languages=("de", "fr", "zh"),
-    retrieval_limit=60,
-    classification_limit=60,
-    classifier_epochs=50,
-)
 
 
 class DemoError(InfoXLMError):
