@@ -1,13 +1,12 @@
 """infoxlm's joint training step, as the trainer runs it, with phase timers around its parts.
 
-``EngineStep`` builds the trainer's objects — the ``JointModel`` (encoder with masked-only MLM
-head + query projection), ``MomentumContrast`` (key encoder cut at the universal layer, fused
-foreach EMA, queue), the optimizer and schedule of ``build_optimizer`` / ``build_scheduler``
-— without a token store or run directory, and runs the trainer's own step on them:
-``train.loop.JointStep``, which ``Trainer.train_step`` calls, with a ``PhaseTimer`` as its
-phase hook. What a world of one never does (all-reduce, DDP, checkpoints, the queue
-pre-fill) it does not do here either. tests/bench/test_engine_step.py checks that it updates
-the weights exactly as ``Trainer.train_step`` does.
+``EngineStep`` builds the encoder (with the trainer's fast paths) and ``MomentumContrast``
+without a token store or run directory, and hands them to ``train.joint_step.build_joint_step``,
+the function the trainer builds its step with (device, compiled layers, ``JointModel``, AdamW
+and its schedule); it then runs that ``JointStep`` with a ``PhaseTimer`` as its phase hook.
+What a world of one never does (all-reduce, DDP, checkpoints, the queue pre-fill) it does not
+do here either. tests/bench/test_engine_step.py checks that it updates the weights exactly as
+``Trainer.train_step`` does.
 """
 
 from __future__ import annotations
@@ -23,9 +22,7 @@ from ..model.fast_paths import FastPaths
 from ..objectives.xlco import MomentumContrast
 from ..train.config import TrainConfig
 from ..train.distributed import World
-from ..train.joint_model import JointModel
-from ..train.loop import OBJECTIVES, JointStep, _aligned, compile_encoders
-from ..train.optim import build_optimizer, build_scheduler
+from ..train.joint_step import OBJECTIVES, aligned_micro_batch, build_joint_step
 from .synthetic_batches import step_tokens
 from .timing import PhaseTimer, optimizer_state_tensors, tensor_bytes
 
@@ -78,19 +75,10 @@ class EngineStep:
         encoder = Encoder(encoder_config, fast_paths)
         encoder.set_dropout(config.model.dropout)
         encoder.pooler.requires_grad_(False)  # as the trainer: no objective trains it
-        contrast = MomentumContrast.from_config(encoder, config.contrast)
-        self.encoder = encoder.to(device)
-        self.contrast = contrast.to(device)
-        if config.run.compile:
-            compile_encoders(self.encoder, self.contrast)
-        self.model = JointModel(self.encoder, self.contrast)
-        o = config.optim
-        self.optimizer = build_optimizer(
-            self.model.trainable_parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
-        )
-        self.scheduler = build_scheduler(self.optimizer, o.warmup_steps, o.max_steps)
-        world = World(device=device)
-        self.joint_step = JointStep(config, world, self.model, self.model, self.optimizer, self.scheduler)
+        self.encoder, self.contrast = encoder, MomentumContrast.from_config(encoder, config.contrast)
+        # The trainer's own builder, in a world of one process on this device.
+        self.joint_step = build_joint_step(config, World(device=device), self.encoder, self.contrast)
+        self.model, self.optimizer, self.scheduler = self.joint_step.model, self.joint_step.optimizer, self.joint_step.scheduler
         self.steps_done = 0
 
     def autocast(self):
@@ -110,7 +98,7 @@ class EngineStep:
         sums = dict.fromkeys(OBJECTIVES, 0.0)
         micro_steps = max(len(b) for b in batches.values())
         for i in range(micro_steps):
-            picked = {name: _aligned(b, i, micro_steps) for name, b in batches.items()}
+            picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
             out = self.model(picked["mmlm"], picked["tlm"], picked["xlco"])
             for name in OBJECTIVES:
                 if getattr(out, name) is not None:

@@ -30,7 +30,7 @@ from ..data.batching import MLMBatch
 from ..data.pipeline import StepData
 from ..embedding import pool
 from ..objectives.xlco import momentum_at
-from ..train.loop import OBJECTIVES, _aligned
+from ..train.joint_step import OBJECTIVES, aligned_micro_batch
 from ..train.optim import linear_warmup_decay
 from .engine_step import EngineStep, StepOutcome, autocast_for, step_counts
 from .sizes import BenchError
@@ -195,7 +195,7 @@ class HFBaseline:
         micro_steps = max(len(b) for b in batches.values())
         sums = dict.fromkeys(OBJECTIVES, 0.0)
         for i in range(micro_steps):
-            picked = {name: _aligned(b, i, micro_steps) for name, b in batches.items()}
+            picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
             _, micro, _ = self._micro_losses(picked, counts)
             for name, value in micro.items():
                 sums[name] += float(value)
@@ -211,7 +211,7 @@ class HFBaseline:
         sums = dict.fromkeys(OBJECTIVES, 0.0)
         keys, key_slots = [], []
         for i in range(micro_steps):
-            picked = {name: _aligned(b, i, micro_steps) for name, b in batches.items()}
+            picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
             with timer("forward"):
                 with autocast_for(self.device, cfg.run.bf16):
                     loss, micro, k = self._micro_losses(picked, counts)

@@ -111,3 +111,11 @@ def _fsync_directory(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def last_good_checkpoint(run_dir: Path | None) -> str:
+    """Where the run can be resumed from, in words: the newest checkpoint that exists."""
+    if run_dir is None:
+        return "no checkpoint kept (no run directory)"
+    found = latest_checkpoint(run_dir)
+    return f"the last good checkpoint is {found}" if found is not None else f"no checkpoint was saved in {run_dir}"

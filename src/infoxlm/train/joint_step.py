@@ -1,0 +1,263 @@
+"""The joint training step, top to bottom, and the one function that builds it.
+
+``build_joint_step`` puts the encoder and the contrast on the device, compiles their layers if
+asked, wraps the trainable module (``JointModel``) in DDP in a world of several processes, and
+makes the optimizer and the schedule; ``JointStep`` then runs one optimizer step on one step's
+data: micro-batches → losses → backward → clip → optimizer → EMA → enqueue. The trainer
+(loop.py) and ``infoxlm bench`` (bench/engine_step.py) both build theirs here, so the step
+the benchmark times is the step training runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from pathlib import Path
+
+import torch
+
+from ..data.pipeline import StepData
+from ..errors import InfoXLMError
+from ..model.encoder import Encoder
+from ..objectives.xlco import MomentumContrast, momentum_at
+from .checkpoint import last_good_checkpoint
+from .config import TrainConfig
+from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum
+from .joint_model import JointModel, MicroStepLosses
+from .optim import build_optimizer, build_scheduler
+
+__all__ = ["OBJECTIVES", "JointStep", "StepPhases", "StepResult", "TrainingError", "aligned_micro_batch", "build_joint_step"]
+
+OBJECTIVES = ("mmlm", "tlm", "xlco")
+
+
+class TrainingError(InfoXLMError):
+    """A run that cannot start or continue (config clash, non-finite loss, …)."""
+
+
+def build_joint_step(
+    config: TrainConfig,
+    world: World,
+    encoder: Encoder,
+    contrast: MomentumContrast | None,
+    *,
+    run_dir: Path | None = None,
+) -> "JointStep":
+    """The step for this encoder and contrast (built with their fast paths): both moved to the
+    world's device, their layers compiled if ``run.compile``, the trainable part in DDP when
+    there are several processes, AdamW with the warm-up / linear-decay schedule."""
+    encoder.to(world.device)
+    if contrast is not None:
+        contrast.to(world.device)
+    if config.run.compile:
+        compile_encoders(encoder, contrast)
+    model = JointModel(encoder, contrast)
+    ddp = model
+    if world.distributed:
+        device_ids = [world.device.index] if world.device.type == "cuda" else None
+        # Buffers are not broadcast: the queue is identical on every rank by construction.
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
+    o = config.optim
+    optimizer = build_optimizer(
+        model.trainable_parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
+    )
+    scheduler = build_scheduler(optimizer, o.warmup_steps, o.max_steps)
+    return JointStep(config, world, model, ddp, optimizer, scheduler, run_dir=run_dir)
+
+
+class StepPhases:
+    """The step's phase hook: ``with phases(name): …`` around each part of a training step.
+
+    Parts: data, forward, backward, optimizer, ema, queue (forward and backward once per
+    micro-step). This default does nothing; the benchmark passes a timer
+    (``bench/timing.PhaseTimer``, which synchronises a GPU at each boundary).
+    """
+
+    def __call__(self, phase: str) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+
+NO_PHASES = StepPhases()
+
+
+@dataclasses.dataclass
+class StepResult:
+    """What one JointStep call leaves for the metrics."""
+
+    sums: list[float]  # mmlm, tlm, xlco loss sums; xlco correct (all ranks)
+    counts: dict[str, int]  # the loss normalisers (all ranks)
+    grad_norm: float
+    lr: float
+    momentum: float | None
+
+    def loss_metrics(self) -> dict[str, float]:
+        metrics = {}
+        for j, name in enumerate(OBJECTIVES):
+            if self.counts[name] > 0:
+                metrics[f"loss/{name}"] = self.sums[j] / self.counts[name]
+        if self.counts["xlco"] > 0:
+            metrics["xlco/accuracy"] = self.sums[3] / self.counts["xlco"]
+        return metrics
+
+
+class JointStep:
+    """The joint step on one step's data: micro-batches → losses → backward → clip → step →
+    EMA → enqueue. ``Trainer.train_step`` runs it; so does the benchmark (bench/), timing its
+    phases through the ``phases`` hook.
+
+    ``ddp`` is ``model`` itself in a world of one, else its DistributedDataParallel wrapper.
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        world: World,
+        model: JointModel,
+        ddp: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        *,
+        run_dir: Path | None = None,
+    ):
+        self.config, self.world, self.model, self.ddp = config, world, model, ddp
+        self.optimizer, self.scheduler, self.run_dir = optimizer, scheduler, run_dir
+        self.parameters = model.trainable_parameters()
+
+    @property
+    def contrast(self) -> MomentumContrast | None:
+        return self.model.contrast
+
+    def __call__(self, data: StepData, step: int, xlco_active: bool, phases: StepPhases = NO_PHASES) -> StepResult:
+        cfg, world = self.config, self.world
+        device = world.device
+        with phases("data"):
+            batches = {
+                "mmlm": [b.to(device, non_blocking=True) for b in data.mmlm],
+                "tlm": [b.to(device, non_blocking=True) for b in data.tlm],
+                "xlco": [b.to(device, non_blocking=True) for b in data.xlco] if xlco_active else [],
+            }
+            counts = self._global_counts(data, xlco_active)
+            # Every rank runs the same number of micro-steps, lists aligned at the end so that the
+            # last (synchronising) micro-step carries every objective this rank has.
+            local_steps = max(len(b) for b in batches.values())
+            micro_steps = int(all_reduce_max(torch.tensor(local_steps, device=device), world))
+        sums = torch.zeros(4, dtype=torch.float64, device=device)  # mmlm, tlm, xlco loss sums; xlco correct
+        keys, key_slots = [], []
+        in_bf16 = cfg.run.bf16 and (device.type == "cuda" or cfg.run.cpu_bf16)
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=in_bf16)
+        for i in range(micro_steps):
+            picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
+            last = i == micro_steps - 1
+            sync = contextlib.nullcontext() if last or not world.distributed else self.ddp.no_sync()
+            with sync:
+                with phases("forward"):
+                    with autocast:
+                        # Under DDP the last micro-step touches what its objectives miss (DDP
+                        # must see every parameter used); a single process fills zeros below.
+                        out: MicroStepLosses = self.ddp(
+                            picked["mmlm"], picked["tlm"], picked["xlco"], touch_unreached=last and world.distributed
+                        )
+                    loss = self._combine(out, counts) * world.size  # DDP averages over ranks; we want the sum
+                    for j, name in enumerate(OBJECTIVES):
+                        if getattr(out, name) is not None:
+                            sums[j] += getattr(out, name).detach().double()
+                    sums[3] += out.xlco_correct
+                    if out.keys is not None:
+                        keys.append(out.keys)
+                        key_slots.append(out.key_slots)
+                with phases("backward"):
+                    loss.backward()
+        with phases("backward"):
+            # Zero (not missing) gradients for what no objective reached, as the touch gives
+            # under DDP: AdamW decays and moves a parameter with a zero gradient, skips one with none.
+            self.model.zero_missing_grads()
+
+        with phases("optimizer"):
+            all_reduce_sum(sums, world)
+            sums_cpu = sums.tolist()
+            self._stop_if_not_finite(sums_cpu, counts, step)
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, cfg.optim.clip_norm)
+            grad_norm = float(grad_norm)  # the host reads it (as the metrics do) before stepping
+            if not math.isfinite(grad_norm):
+                # Finite losses, non-finite gradient: the step would write NaN into every weight.
+                # Stop before it (as torchtitan does): a run that diverged is not continued
+                # blindly; the user lowers optim.lr or raises the warm-up and resumes.
+                raise TrainingError(
+                    f"step {step}: the gradient norm is not finite ({grad_norm}) while the losses are; "
+                    f"stopping before the update; {last_good_checkpoint(self.run_dir)}"
+                )
+            lr = self.scheduler.get_last_lr()[0]
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+        momentum = None
+        with phases("ema"):
+            if self.contrast is not None and self.contrast.use_momentum:
+                if step < cfg.contrast.start_step and cfg.contrast.key_warmup == "copy":
+                    momentum = 1.0  # frozen during the warm-up (Trainer.train_step copies it at the end)
+                else:
+                    momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
+                    self.contrast.momentum_update(self.model.encoder, momentum)
+        with phases("queue"):
+            if keys:
+                self.enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
+        return StepResult(sums=sums_cpu, counts=counts, grad_norm=grad_norm, lr=lr, momentum=momentum)
+
+    # --- pieces of the step -----------------------------------------------------------------
+
+    def _global_counts(self, data: StepData, xlco_active: bool) -> dict[str, int]:
+        """Masked tokens (MMLM, TLM) and sentences (XLCO) over all ranks: the loss normalisers."""
+        local = torch.tensor(
+            [
+                data.stats["mmlm"].num_masked,
+                data.stats["tlm"].num_masked,
+                data.stats["xlco"].num_examples if xlco_active else 0,
+            ],
+            dtype=torch.float64,
+            device=self.world.device,
+        )
+        total = all_reduce_sum(local, self.world)
+        return {name: int(total[j]) for j, name in enumerate(OBJECTIVES)}
+
+    def _combine(self, out: MicroStepLosses, counts: dict[str, int]) -> torch.Tensor:
+        """This micro-step's share of the joint loss L = Σ_o w_o · L_o."""
+        cfg = self.config.objectives
+        weights = {"mmlm": cfg.mmlm_weight, "tlm": cfg.tlm_weight, "xlco": cfg.xlco_weight}
+        joint_count = sum(counts.values())
+        total = out.touch if out.touch is not None else 0.0
+        for name in OBJECTIVES:
+            loss_sum = getattr(out, name)
+            if loss_sum is None:
+                continue
+            # paper: each objective is the mean over its own units; joint: one shared normaliser.
+            normaliser = counts[name] if cfg.normaliser == "paper" else joint_count
+            total = total + weights[name] * loss_sum / normaliser
+        return total
+
+    def _stop_if_not_finite(self, sums: list[float], counts: dict[str, int], step: int) -> None:
+        for j, name in enumerate(OBJECTIVES):
+            if counts[name] > 0 and not math.isfinite(sums[j]):
+                raise TrainingError(
+                    f"step {step}: the {name} loss is not finite ({sums[j] / counts[name]}); "
+                    f"stopping; {last_good_checkpoint(self.run_dir)}"
+                )
+
+    def enqueue_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> None:
+        """Keys of all ranks, in global slot order (ranks hold contiguous slot ranges)."""
+        local = keys[torch.argsort(slots)].float()
+        self.contrast.enqueue(all_gather_rows(local, self.world))
+
+
+def compile_encoders(encoder: Encoder, contrast: MomentumContrast | None) -> None:
+    """``run.compile``: the query encoder's layers and the key encoder's (see ``Encoder.compile_layers``)."""
+    encoder.compile_layers()
+    if contrast is not None and contrast.key_encoder is not None:
+        contrast.key_encoder.compile_layers()
+
+
+def aligned_micro_batch(batches: list, i: int, micro_steps: int):
+    """Micro-batch for micro-step i when the list is aligned to end with the last micro-step."""
+    offset = micro_steps - len(batches)
+    return batches[i - offset] if i >= offset else None
