@@ -255,10 +255,16 @@ class MomentumContrast(nn.Module):
         query_mask: torch.Tensor,
         key_ids: torch.Tensor,
         key_mask: torch.Tensor,
+        *,
+        query_packing: Packing | None = None,
+        key_packing: Packing | None = None,
     ) -> ContrastOutput:
-        """Contrast logits for B translation pairs against the positive and the queue."""
-        q = self.encode_queries(encoder, query_ids, query_mask)  # (B, d)
-        k = self.encode_keys(key_ids, key_mask, encoder=encoder)  # (B, d)
+        """XLCO on B translation pairs: query vectors (with gradients) from ``encoder``, key
+        vectors from the key encoder, logits against the positive and the negatives. The
+        trainer's loss is ``.loss_sum()`` of this; the keys go into the queue after the
+        optimizer step. ``*_packing``: the views' own, if the batch carries them."""
+        q = self.encode_queries(encoder, query_ids, query_mask, packing=query_packing)  # (B, d)
+        k = self.encode_keys(key_ids, key_mask, encoder=encoder, packing=key_packing)  # (B, d)
         return ContrastOutput(logits=self.contrast_logits(q, k), keys=k)
 
     def contrast_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

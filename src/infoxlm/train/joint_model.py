@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..data.batching import ContrastBatch, MLMBatch
@@ -50,13 +49,10 @@ class JointModel(nn.Module):
     def __init__(self, encoder: Encoder, contrast: MomentumContrast | None):
         super().__init__()
         self.encoder = encoder
-        self.query_projection = contrast.query_projection if contrast is not None else None
-        # Held without registering it: its key encoder and queue must stay out of DDP.
-        self._contrast = [contrast]
-
-    @property
-    def contrast(self) -> MomentumContrast | None:
-        return self._contrast[0]
+        # A submodule like the encoder. DDP leaves its key encoder and key projection alone
+        # (they need no gradient) and the trainer does not broadcast buffers (the queue is
+        # the same on every rank by construction); its query projection is trained here.
+        self.contrast = contrast
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]
@@ -91,21 +87,9 @@ class JointModel(nn.Module):
             reached += self.encoder.embeddings.parameters()
             reached += self.encoder.encoder.layer[: self.contrast.layer].parameters()
         if xlco:
-            reached += self.query_projection.parameters()
+            reached += self.contrast.query_projection.parameters()
         reached_ids = {id(p) for p in reached}
         return [p for p in self.trainable_parameters() if id(p) not in reached_ids]
-
-    @torch.no_grad()
-    def zero_missing_grads(self) -> None:
-        """Give every trainable parameter without a gradient a zero one (after a backward).
-
-        In a single process this replaces ``touch_unreached``: AdamW treats a missing gradient
-        (parameter skipped: no decay, moments kept) differently from a zero one, and the
-        trainer's step must be the same with one process or many.
-        """
-        for p in self.trainable_parameters():
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
 
     def forward(
         self,
@@ -119,9 +103,11 @@ class JointModel(nn.Module):
         touch_unreached adds 0 × one element of every trainable parameter that this
         micro-step's objectives do not reach (layers above the universal layer in an XLCO-only
         micro-step, the query projection while XLCO is off), so that each parameter takes
-        part in the graph: DDP then never meets an unused parameter, and a parameter's
-        gradient is the same (zero, not missing) with one process or many. Only those
-        parameters get the (dense, zero) gradient of the touch.
+        part in the graph. The trainer touches on a step's last micro-step, in every world
+        size: DDP then never meets an unused parameter, and every parameter has a gradient
+        (zero, not missing: AdamW decays and moves a parameter with a zero gradient and skips
+        one with none) with one process or many. Only those parameters get the (dense, zero)
+        gradient of the touch.
         """
         out = MicroStepLosses()
         mlm = [b for b in (mmlm, tlm) if b is not None]
@@ -130,15 +116,14 @@ class JointModel(nn.Module):
             out.mmlm = next(sums) if mmlm is not None else None
             out.tlm = next(sums) if tlm is not None else None
         if xlco is not None:
-            contrast = self.contrast
             query, key = xlco.query, xlco.key
-            q = contrast.encode_queries(self.encoder, query.input_ids, query.attention_mask, packing=query.packing)
-            k = contrast.encode_keys(key.input_ids, key.attention_mask, encoder=self.encoder, packing=key.packing)
-            logits = contrast.contrast_logits(q, k)  # (B, 1 + K)
-            targets = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
-            out.xlco = F.cross_entropy(logits, targets, reduction="sum")
-            out.xlco_correct = positive_ranked_first(logits.detach()).sum()
-            out.keys, out.key_slots = k, xlco.slots
+            contrast = self.contrast(
+                self.encoder, query.input_ids, query.attention_mask, key.input_ids, key.attention_mask,
+                query_packing=query.packing, key_packing=key.packing,
+            )  # fmt: skip
+            out.xlco = contrast.loss_sum()
+            out.xlco_correct = positive_ranked_first(contrast.logits.detach()).sum()
+            out.keys, out.key_slots = contrast.keys, xlco.slots
         if touch_unreached:
             unreached = self.unreached_parameters(bool(mlm), xlco is not None)
             if unreached:

@@ -153,11 +153,8 @@ class JointStep:
             with sync:
                 with phases("forward"):
                     with autocast:
-                        # Under DDP the last micro-step touches what its objectives miss (DDP
-                        # must see every parameter used); a single process fills zeros below.
-                        out: MicroStepLosses = self.ddp(
-                            picked["mmlm"], picked["tlm"], picked["xlco"], touch_unreached=last and world.distributed
-                        )
+                        # The last micro-step touches what no objective reached (see JointModel).
+                        out: MicroStepLosses = self.ddp(picked["mmlm"], picked["tlm"], picked["xlco"], touch_unreached=last)
                     loss = self._combine(out, counts) * world.size  # DDP averages over ranks; we want the sum
                     for j, name in enumerate(OBJECTIVES):
                         if getattr(out, name) is not None:
@@ -168,10 +165,6 @@ class JointStep:
                         key_slots.append(out.key_slots)
                 with phases("backward"):
                     loss.backward()
-        with phases("backward"):
-            # Zero (not missing) gradients for what no objective reached, as the touch gives
-            # under DDP: AdamW decays and moves a parameter with a zero gradient, skips one with none.
-            self.model.zero_missing_grads()
 
         with phases("optimizer"):
             all_reduce_sum(sums, world)
