@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import InfoXLMError
+from .errors import TrainingError
 
 CHECKPOINT_DIR = "checkpoints"
 STATE_FILE = "state.pt"
@@ -119,3 +120,36 @@ def last_good_checkpoint(run_dir: Path | None) -> str:
         return "no checkpoint kept (no run directory)"
     found = latest_checkpoint(run_dir)
     return f"the last good checkpoint is {found}" if found is not None else f"no checkpoint was saved in {run_dir}"
+
+
+def non_finite_tensors(state: Any, prefix: str = "") -> list[str]:
+    """Names of the floating-point tensors in a (nested) state dict holding NaN or ±inf.
+
+    One device-to-host read for all of them."""
+    names, tensors = [], []
+
+    def walk(node: Any, name: str) -> None:
+        if isinstance(node, torch.Tensor):
+            if node.is_floating_point() and node.numel():
+                names.append(name)
+                tensors.append(node)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{name}.{key}" if name else str(key))
+        elif isinstance(node, (list, tuple)):
+            for j, value in enumerate(node):
+                walk(value, f"{name}.{j}")
+
+    walk(state, prefix)
+    if not tensors:
+        return []
+    finite = torch.stack([torch.isfinite(t).all() for t in tensors]).cpu().tolist()
+    return [name for name, ok in zip(names, finite) if not ok]
+
+
+def refuse_non_finite(state: Any, where: str, then: str) -> None:
+    """Raise TrainingError ``WHERE: NAME holds non-finite values (and N more tensors); THEN``
+    if a (nested) state holds NaN or ±inf: a checkpoint or an export promises good weights."""
+    bad = non_finite_tensors(state)
+    if bad:
+        raise TrainingError(f"{where}: {bad[0]} holds non-finite values (and {len(bad) - 1} more tensors); {then}")

@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 
 from ..data.pipeline import StepData
-from ..errors import InfoXLMError
 from ..model.encoder import Encoder
 from ..objectives.xlco import MomentumContrast, momentum_at
 from .checkpoint import last_good_checkpoint
 from .config import TrainConfig
+from .errors import TrainingError
 from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum
 from .joint_model import JointModel, MicroStepLosses
 from .optim import build_optimizer, build_scheduler
@@ -30,10 +30,6 @@ from .optim import build_optimizer, build_scheduler
 __all__ = ["OBJECTIVES", "JointStep", "StepPhases", "StepResult", "TrainingError", "aligned_micro_batch", "build_joint_step"]
 
 OBJECTIVES = ("mmlm", "tlm", "xlco")
-
-
-class TrainingError(InfoXLMError):
-    """A run that cannot start or continue (config clash, non-finite loss, …)."""
 
 
 def build_joint_step(

@@ -34,7 +34,14 @@ from ..model.hub import record_contrast_layer
 from ..objectives.xlco import MomentumContrast
 from ..outputs import atomic_dir, atomic_file, check_output_dir
 from ..tokenizer import Tokenizer
-from .checkpoint import checkpoint_path, last_good_checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import (
+    checkpoint_path,
+    last_good_checkpoint,
+    latest_checkpoint,
+    load_checkpoint,
+    refuse_non_finite,
+    save_checkpoint,
+)
 from .config import TrainConfig, resolve_config
 from .distributed import (
     World,
@@ -44,7 +51,8 @@ from .distributed import (
     is_collective_timeout,
     shutdown,
 )
-from .joint_step import NO_PHASES, StepPhases, TrainingError, build_joint_step
+from .errors import TrainingError
+from .joint_step import NO_PHASES, StepPhases, build_joint_step
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .optim import linear_warmup_decay
 from .stopping import StopRequest
@@ -294,12 +302,7 @@ class Trainer:
 
         Every rank checks (the replicas hold the same weights), so that all of them stop
         together instead of the others waiting in the next collective."""
-        bad = non_finite_tensors(state)
-        if bad:
-            raise TrainingError(
-                f"step {self.step}: {bad[0]} holds non-finite values (and {len(bad) - 1} more tensors); "
-                f"{outcome}, stopping; {last_good_checkpoint(self.run_dir)}"
-            )
+        refuse_non_finite(state, f"step {self.step}", f"{outcome}, stopping; {last_good_checkpoint(self.run_dir)}")
 
     def export_model(self, output: Path) -> Path:
         """The query encoder + MLM head (+ the run's tokenizer) as a Hugging Face directory with
@@ -435,31 +438,6 @@ class Trainer:
                 torch.cat(keys) if keys else empty,
                 torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long, device=self.world.device),
             )
-
-
-def non_finite_tensors(state: Any, prefix: str = "") -> list[str]:
-    """Names of the floating-point tensors in a (nested) state dict holding NaN or ±inf.
-
-    One device-to-host read for all of them."""
-    names, tensors = [], []
-
-    def walk(node: Any, name: str) -> None:
-        if isinstance(node, torch.Tensor):
-            if node.is_floating_point() and node.numel():
-                names.append(name)
-                tensors.append(node)
-        elif isinstance(node, dict):
-            for key, value in node.items():
-                walk(value, f"{name}.{key}" if name else str(key))
-        elif isinstance(node, (list, tuple)):
-            for j, value in enumerate(node):
-                walk(value, f"{name}.{j}")
-
-    walk(state, prefix)
-    if not tensors:
-        return []
-    finite = torch.stack([torch.isfinite(t).all() for t in tensors]).cpu().tolist()
-    return [name for name, ok in zip(names, finite) if not ok]
 
 
 def is_run_directory(path: Path) -> bool:
@@ -619,12 +597,7 @@ def export(run_dir: str | Path, output: str | Path, step: int | None = None) -> 
             steps = [s for s, _ in list_checkpoints(run_dir)]
             raise TrainingError(f"{run_dir}: no checkpoint of step {step}; available: {steps}")
     state = load_checkpoint(found)
-    bad = non_finite_tensors(state["model"])
-    if bad:
-        raise TrainingError(
-            f"{found}: {bad[0]} holds non-finite values (and {len(bad) - 1} more tensors); "
-            "refusing to export a diverged model: pick an earlier checkpoint with --step"
-        )
+    refuse_non_finite(state["model"], str(found), "refusing to export a diverged model: pick an earlier checkpoint with --step")
     encoder = Encoder(EncoderConfig(**json.loads(state["encoder_config"])))
     encoder.load_state_dict(state["model"])
     # Pre-training may run without dropout; fine-tuning from the export expects XLM-R's 0.1.
