@@ -23,7 +23,8 @@ from infoxlm.demo.run import FULL, _prepare_data, _retrieval_files, train_config
 from infoxlm.eval.tatoeba import evaluate_tatoeba, resolve_languages
 from infoxlm.model.encoder import Encoder
 from infoxlm.tokenizer import Tokenizer
-from infoxlm.train.loop import export, pretrain
+from infoxlm.train.export import export
+from infoxlm.train.loop import pretrain
 
 ROOT = Path("out/demo-probe")
 

@@ -23,7 +23,9 @@ from safetensors.torch import load_file
 
 from infoxlm.train.checkpoint import latest_checkpoint, list_checkpoints
 from infoxlm.train.config import ConfigError, apply_overrides, preset
-from infoxlm.train.loop import TrainingError, export, pretrain
+from infoxlm.train.errors import TrainingError
+from infoxlm.train.export import export
+from infoxlm.train.loop import pretrain
 
 from training_stores import write_mono, write_parallel, write_store
 

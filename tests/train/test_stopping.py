@@ -21,7 +21,8 @@ from test_loop import structured_store
 from infoxlm.train.checkpoint import latest_checkpoint, list_checkpoints
 from infoxlm.train.config import apply_overrides, preset
 from infoxlm.train.distributed import World
-from infoxlm.train.loop import export, pretrain
+from infoxlm.train.export import export
+from infoxlm.train.loop import pretrain
 from infoxlm.train.stopping import StopRequest
 
 OVERRIDES = ["optim.max_steps=8", "run.save_every=5", "model.dropout=0.1"]

@@ -42,7 +42,8 @@ from ..model.fast_paths import FastPaths
 from ..tokenizer import Tokenizer
 from ..tokenizer_training import train_tokenizer
 from ..train.config import apply_overrides, preset
-from ..train.loop import export, pretrain
+from ..train.export import export
+from ..train.loop import pretrain
 from . import corpus
 from .settings import FULL, QUICK, DemoSettings
 

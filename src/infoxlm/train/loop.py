@@ -30,7 +30,6 @@ from ..export.model_card import DATA_SUMMARY_NAME, data_summary, write_model_car
 from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
 from ..model.fast_paths import FastPaths
-from ..model.hub import record_contrast_layer
 from ..objectives.xlco import MomentumContrast
 from ..outputs import atomic_dir, atomic_file, check_output_dir
 from ..tokenizer import Tokenizer
@@ -52,6 +51,7 @@ from .distributed import (
     shutdown,
 )
 from .errors import TrainingError
+from .export import export, write_run_encoder
 from .joint_step import NO_PHASES, StepPhases, build_joint_step
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .optim import linear_warmup_decay
@@ -311,15 +311,11 @@ class Trainer:
         self._stop_if_non_finite(self.encoder.state_dict(), f"{output} not exported")
         if not self.world.is_main:
             return output
-        # XLM-R's dropout for fine-tuning from it, whatever pre-training used (as export()).
-        config = dataclasses.replace(self.encoder.config, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-        encoder = Encoder(config)
-        encoder.load_state_dict(self.encoder.state_dict())
-        encoder.loaded_parts = set(self.encoder.loaded_parts)
-        tokenizer_dir = self.run_dir / "tokenizer"
-        tokenizer = Tokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir.is_dir() else None
         with atomic_dir(output, replace=True) as tmp:
-            encoder.save_pretrained(tmp, tokenizer)
+            write_run_encoder(
+                tmp, self.run_dir, self.encoder.config, self.encoder.state_dict(), self.config.contrast.layer,
+                loaded_parts=self.encoder.loaded_parts,
+            )  # fmt: skip
             write_model_card(tmp, run_dir=self.run_dir, step=self.step, name=output.name)
         return output
 
@@ -580,32 +576,3 @@ def encoder_to_continue(init: str | Path, fast_paths: FastPaths = FastPaths()) -
             raise TrainingError(f"{modules}: names no sentence_transformers Transformer module") from None
         return Encoder.from_pretrained(init / path, fast_paths=fast_paths)
     return Encoder.from_pretrained(init, fast_paths=fast_paths)
-
-
-def export(run_dir: str | Path, output: str | Path, step: int | None = None) -> Path:
-    """Write a run's query encoder + MLM head (+ tokenizer) as a Hugging Face XLM-R directory."""
-    from .checkpoint import checkpoint_path, list_checkpoints
-
-    run_dir = Path(run_dir)
-    if step is None:
-        found = latest_checkpoint(run_dir)
-        if found is None:
-            raise TrainingError(f"{run_dir}: no checkpoint to export (is it an `infoxlm pretrain` run directory?)")
-    else:
-        found = checkpoint_path(run_dir, step)
-        if not found.is_dir():
-            steps = [s for s, _ in list_checkpoints(run_dir)]
-            raise TrainingError(f"{run_dir}: no checkpoint of step {step}; available: {steps}")
-    state = load_checkpoint(found)
-    refuse_non_finite(state["model"], str(found), "refusing to export a diverged model: pick an earlier checkpoint with --step")
-    encoder = Encoder(EncoderConfig(**json.loads(state["encoder_config"])))
-    encoder.load_state_dict(state["model"])
-    # Pre-training may run without dropout; fine-tuning from the export expects XLM-R's 0.1.
-    encoder.config.hidden_dropout_prob = encoder.config.attention_probs_dropout_prob = 0.1
-    tokenizer_dir = run_dir / "tokenizer"
-    tokenizer = Tokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir.is_dir() else None
-    output = Path(output)
-    encoder.save_pretrained(output, tokenizer)
-    # `infoxlm eval tatoeba` reads the universal layer as its default where XTREME's rule does not apply.
-    record_contrast_layer(output, json.loads(state["config"])["contrast"]["layer"])
-    return output

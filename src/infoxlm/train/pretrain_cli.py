@@ -170,7 +170,7 @@ def run_export(args: argparse.Namespace) -> int:
     from ..outputs import atomic_dir, check_output_dir
     from ..tokenizer import Tokenizer
     from .checkpoint import list_checkpoints
-    from .loop import export
+    from .export import export
 
     src, st = args.run, args.format == "sentence-transformers"
     is_run = (src / "checkpoints").is_dir()
