@@ -1,9 +1,10 @@
 """The trainable part of InfoXLM in one module: what the optimizer updates and DDP synchronises.
 
-It holds the encoder (with its tied MLM head) and XLCO's query projection; the key encoder,
-key projection and queue stay outside (in ``MomentumContrast``), with no gradients and outside
-DDP. One ``forward`` call computes one micro-step's summed losses for whatever objectives the
-micro-step carries, so DDP sees exactly one forward per backward.
+It holds the encoder (with its tied MLM head) and the XLCO unit (``MomentumContrast``): its
+query projection trains with the encoder, while its key encoder and key projection need no
+gradient (DDP leaves them alone) and its queue is a buffer. One ``forward`` call computes one
+micro-step's summed losses for whatever objectives the micro-step carries, so DDP sees exactly
+one forward per backward.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""``infoxlm pretrain``: load → (resume) → for each step: data → losses → backward → clip →
-step → EMA → enqueue → log → save.
+"""``infoxlm pretrain``: the run around the joint step (joint_step.py): check and create the
+run directory, build or resume the model, then for each step: data → the joint step → log →
+save, until the last step, ``--stop-at`` or a scheduler's signal.
 
 Exactness: a step's data and every random choice in it are functions of (seed, step, example
 slot) (see data/pipeline.py), and the torch RNG (dropout) is reseeded from (seed, step, rank)
