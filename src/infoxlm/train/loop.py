@@ -11,6 +11,7 @@ gradient does not depend on how the global batch is split over processes or micr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -296,7 +297,8 @@ class Trainer:
         state = self.checkpoint_state()
         self._stop_if_non_finite(state, "not saved")
         if self.world.is_main:
-            save_checkpoint(self.run_dir, self.step, state, keep=self.config.run.keep_checkpoints)
+            with self.interrupt.deferred():
+                save_checkpoint(self.run_dir, self.step, state, keep=self.config.run.keep_checkpoints)
 
     def _stop_if_non_finite(self, state: dict[str, Any], outcome: str) -> None:
         """A checkpoint or an export is a promise of good weights: never write non-finite ones.
@@ -499,6 +501,7 @@ class SigintLatch:
 
     def __init__(self):
         self.requested = False
+        self._deferring = False
         self._previous = None
 
     @property
@@ -523,7 +526,20 @@ class SigintLatch:
 
     def _handle(self, signum, frame) -> None:
         self.requested = True
-        raise KeyboardInterrupt
+        if not self._deferring:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferred(self):
+        """Hold a Ctrl-C until the block is done (a checkpoint being written: interrupted
+        inside torch.save's zip writer, the writer's own error would replace the
+        KeyboardInterrupt), then raise it."""
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+        self.check()
 
     def check(self) -> None:
         if self.interrupted:
