@@ -1,31 +1,52 @@
-"""Training checkpoints that a crash cannot corrupt.
+"""Training checkpoints: sharded, resumable on any number of processes, never half-written.
 
-A checkpoint is one directory ``RUN/checkpoints/step-00001000/`` holding ``state.pt``: plain
-tensors, numbers, strings and containers only (model, key encoder, projections, queue and its
-pointer, optimizer, scheduler, step, RNG states, data position, the resolved config as JSON),
-so it is read back with ``torch.load(weights_only=True)``. It is written under a hidden
-temporary name, flushed to disk and renamed into place: a directory named ``step-*`` is
-always complete, and a kill during a save leaves at most a ``.tmp-*`` directory that the next
-save removes. Older checkpoints beyond the last ``keep`` are deleted only after the new one is
-in place.
+A checkpoint is a directory ``RUN/checkpoints/step-00001000/`` written with
+``torch.distributed.checkpoint`` (DCP): every rank writes the part of the state it holds
+(``__R_0.distcp``; under FSDP its shards, under DDP the replicated tensors once) and rank 0 the
+index (``.metadata``). The index records each tensor's global shape, so a checkpoint written
+by N processes loads into M (DCP reads every rank's slices from whichever files hold them),
+and into one process as whole tensors (``load_checkpoint``: export, tests). Besides tensors it
+holds plain numbers, strings and lists (step, configs as JSON, the schedule).
+
+Atomic: the ranks write into ``.tmp-step-…`` and rank 0 renames it into place once the index,
+written last, is on disk; a directory named ``step-*`` is always complete, and a kill during
+a save leaves a ``.tmp-*`` directory that the next save removes. Older checkpoints beyond the
+last ``keep`` are deleted only after the new one is in place. With ``asynchronous`` the state
+is copied to host memory and written by a background thread while training goes on.
+
+Nothing read here runs pickled code: DCP's index is a pickle, read with an unpickler that
+only builds DCP's own metadata classes, and its non-tensor items are read with
+``torch.load(weights_only=True)``. Single-file ``state.pt`` checkpoints (earlier infoxlm
+releases) are still listed, resumed and exported (``weights_only=True`` as well).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import pickle
 import re
 import shutil
+import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, _EmptyStateDictLoadPlanner
+from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+from torch.distributed.tensor import DTensor
 
 from ..errors import InfoXLMError
 from .errors import TrainingError
 
 CHECKPOINT_DIR = "checkpoints"
-STATE_FILE = "state.pt"
+STATE_FILE = "state.pt"  # a single-file checkpoint of an earlier release
+SHARDED_INDEX = ".metadata"  # DCP's index, written last: its presence marks a complete save
 _STEP_DIR = re.compile(r"^step-(\d{8})$")
 
 
@@ -37,6 +58,10 @@ def checkpoint_path(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR / f"step-{step:08d}"
 
 
+def is_sharded(directory: Path) -> bool:
+    return (Path(directory) / SHARDED_INDEX).is_file()
+
+
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """Complete checkpoints of a run, oldest first: [(step, directory)]."""
     folder = Path(run_dir) / CHECKPOINT_DIR
@@ -45,7 +70,7 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     found = []
     for entry in folder.iterdir():
         match = _STEP_DIR.match(entry.name)
-        if match and (entry / STATE_FILE).is_file():
+        if match and ((entry / STATE_FILE).is_file() or is_sharded(entry)):
             found.append((int(match.group(1)), entry))
     return sorted(found)
 
@@ -55,45 +80,245 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return found[-1][1] if found else None
 
 
+# --- writing ---------------------------------------------------------------------------------
+
+
+class CheckpointWriter:
+    """Writes one run's checkpoints; called on every rank (each writes its part).
+
+    ``asynchronous``: ``save`` returns once the state is copied to host memory; a background
+    thread writes it (over a gloo group of its own, so that its collectives never interleave
+    with training's) and rank 0 renames it into place when the index is written. The next
+    ``save`` and ``wait`` first let the previous one finish.
+    """
+
+    def __init__(self, run_dir: Path, rank: int = 0, distributed: bool = False, *, keep: int = 3, asynchronous: bool = False):
+        self.folder = Path(run_dir) / CHECKPOINT_DIR
+        self.run_dir, self.rank, self.distributed, self.keep, self.asynchronous = Path(run_dir), rank, distributed, keep, asynchronous
+        # Every rank creates the group (a collective), even if it never saves asynchronously.
+        self._group = dist.new_group(backend="gloo") if asynchronous and distributed else None
+        self._pending = None  # (future, temporary directory, final directory) of a background save
+
+    def save(self, step: int, state: dict[str, Any]) -> Path:
+        self.wait()
+        final = checkpoint_path(self.run_dir, step)
+        tmp = self.folder / f".tmp-{final.name}"  # the same name on every rank: they write into one directory
+        if self.rank == 0:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            for leftover in self.folder.glob(".tmp-*"):  # from a save that was killed
+                shutil.rmtree(leftover, ignore_errors=True)
+            tmp.mkdir()
+        if self.distributed:
+            dist.barrier()  # the directory exists before any rank writes into it
+        writer = dcp.FileSystemWriter(tmp, sync_files=True)
+        if not self.asynchronous:
+            with _single_process_quiet():
+                dcp.save(state, storage_writer=writer, no_dist=not self.distributed)
+            if self.distributed:
+                dist.barrier()  # every rank's part is written (the index is, once save returns on rank 0)
+            if self.rank == 0:
+                self._put_in_place(tmp, final)
+            return final
+        with _single_process_quiet():
+            future = dcp.async_save(state, storage_writer=writer, process_group=self._group, no_dist=not self.distributed)
+        self._pending = (future, tmp, final)
+        return final
+
+    def poll(self) -> None:
+        """Put a background save that has finished in place (called at every step boundary)."""
+        if self._pending is not None and self._pending[0].done():
+            self.wait()
+
+    def wait(self) -> None:
+        """Let a background save finish; its directory is in place on return."""
+        if self._pending is None:
+            return
+        (future, tmp, final), self._pending = self._pending, None
+        try:
+            future.result()
+        except Exception as err:
+            raise TrainingError(
+                f"{self.run_dir}: the background save of {final.name} failed ({type(err).__name__}: {_first_line(err)}); "
+                f"{last_good_checkpoint(self.run_dir)}"
+            ) from None
+        # Rank 0's save returns once its index is written, after every rank reported its part.
+        if self.rank == 0:
+            self._put_in_place(tmp, final)
+
+    def _put_in_place(self, tmp: Path, final: Path) -> None:
+        if final.exists():  # re-saving the same step (e.g. after a resume)
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_directory(self.folder)
+        if self.keep > 0:
+            for _, old in list_checkpoints(self.run_dir)[: -self.keep]:
+                shutil.rmtree(old, ignore_errors=True)
+
+
 def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any], keep: int = 3) -> Path:
-    """Write ``state`` as the checkpoint of ``step`` atomically; keep the newest ``keep``."""
-    folder = Path(run_dir) / CHECKPOINT_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    for leftover in folder.glob(".tmp-*"):  # from a save that was killed
-        shutil.rmtree(leftover, ignore_errors=True)
-    final = checkpoint_path(run_dir, step)
-    tmp = folder / f".tmp-{final.name}-{os.getpid()}"
-    tmp.mkdir()
-    with open(tmp / STATE_FILE, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    if final.exists():  # re-saving the same step (e.g. after a resume)
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    _fsync_directory(folder)
-    for _, old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+    """Write ``state`` as the checkpoint of ``step`` from one process; keep the newest ``keep``."""
+    return CheckpointWriter(run_dir, keep=keep).save(step, state)
 
 
-def load_checkpoint(directory: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    path = Path(directory) / STATE_FILE
+# --- reading ---------------------------------------------------------------------------------
+
+
+def load_checkpoint(directory: Path, map_location: str | torch.device = "cpu", keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """A checkpoint's state, whole tensors, in this process alone (no collective).
+
+    ``keys``: only these top-level entries (e.g. the step and the configs, without tensors)."""
+    directory = Path(directory)
+    if not is_sharded(directory):
+        return _load_single_file(directory / STATE_FILE, map_location)
+    state: dict[str, Any] = {}
+    planner = _SafeEmptyLoadPlanner(keys=set(keys) if keys is not None else None)
+    # DCP's own load keeps only the keys the given dict has; this one builds them from the index.
+    _read_dcp(directory, lambda reader: _load_state_dict(state, storage_reader=reader, planner=planner, no_dist=True))
+    if map_location != "cpu":
+        state = _to_device(state, torch.device(map_location))
+    return state
+
+
+def load_sharded_into(directory: Path, state: dict[str, Any], distributed: bool) -> None:
+    """Fill ``state`` (shaped like the running model's: DTensors where it is sharded) in place
+    from a sharded checkpoint; a collective when ``distributed``."""
+    _read_dcp(Path(directory), lambda reader: dcp.load(state, storage_reader=reader, planner=_SafeLoadPlanner(), no_dist=not distributed))
+
+
+def _read_dcp(directory: Path, read) -> None:
+    reader = _SafeFileSystemReader(directory)
+    reader.read_metadata()  # its refusal in its own words (DCP would wrap it in an AssertionError)
+    try:
+        with _single_process_quiet():
+            read(reader)
+    except (Exception, CheckpointException) as err:  # the latter is not an Exception
+        cause = _rank_failure(err)
+        if isinstance(cause, CheckpointCorrupt):
+            raise CheckpointCorrupt(f"{directory}: {cause}") from None
+        raise CheckpointCorrupt(f"{directory}: cannot read checkpoint ({type(cause).__name__}: {_first_line(cause)})") from None
+
+
+@contextlib.contextmanager
+def _single_process_quiet():
+    """DCP warns that it assumes one process whenever no process group exists: that is meant."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
+
+
+def _rank_failure(err: Exception) -> BaseException:
+    """The error a rank raised inside DCP, which reports it wrapped (CheckpointException)."""
+    failures = getattr(err, "failures", None)
+    if isinstance(failures, dict) and failures:
+        wrapped = next(iter(failures.values()))  # (exception, traceback) of the first failed rank
+        return wrapped[0] if isinstance(wrapped, tuple) else getattr(wrapped, "exception", wrapped)
+    return err
+
+
+def _load_single_file(path: Path, map_location) -> dict[str, Any]:
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
-        text = str(err)
-        if "Unsupported global" in text:
-            # torch's message advises weights_only=False: that would run whatever the file names.
-            raise CheckpointCorrupt(
-                f"{path}: holds pickled Python objects besides tensors, numbers and strings; infoxlm "
-                "refuses to load it, since unpickling them could run code from the file "
-                "(an infoxlm checkpoint never holds any)"
-            ) from None
-        detail = text.split("WeightsUnpickler error:", 1)[-1] if "WeightsUnpickler error:" in text else text
-        raise CheckpointCorrupt(f"{path}: cannot read checkpoint (damaged or not a checkpoint: {_first_line(detail)})") from None
+        raise _refusal(err, str(path)) from None
     except Exception as err:  # a damaged file can fail in many ways; all mean the same here
         raise CheckpointCorrupt(f"{path}: cannot read checkpoint ({type(err).__name__}: {_first_line(err)})") from None
+
+
+def _to_device(node: Any, device: torch.device) -> Any:
+    if isinstance(node, torch.Tensor):
+        return node.to(device)
+    if isinstance(node, dict):
+        return {k: _to_device(v, device) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_to_device(v, device) for v in node]
+    return node
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Builds DCP's index classes (and the torch and pathlib values they hold), nothing else."""
+
+    _MODULES = {"torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem"}
+    _ALLOWED = {
+        ("torch", "Size"),
+        ("torch.serialization", "_get_layout"),
+        ("pathlib", "PosixPath"),
+        ("pathlib", "WindowsPath"),
+        ("pathlib", "PurePosixPath"),
+        ("pathlib", "PureWindowsPath"),
+        ("collections", "OrderedDict"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "slice"),
+        ("copyreg", "_reconstructor"),
+        ("builtins", "object"),
+    }
+
+    def find_class(self, module: str, name: str):
+        if module in self._MODULES or (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.layout, torch.memory_format)):
+            return getattr(torch, name)
+        raise CheckpointCorrupt(
+            f"index names {module}.{name}, which is not part of a checkpoint index; infoxlm refuses to "
+            "load it, since unpickling it could run code from the file"
+        )
+
+
+class _SafeFileSystemReader(dcp.FileSystemReader):
+    def read_metadata(self, *args: Any, **kwargs: Any):
+        path = Path(self.path) / SHARDED_INDEX
+        try:
+            with open(path, "rb") as f:
+                metadata = _MetadataUnpickler(f).load()
+        except CheckpointCorrupt as err:
+            raise CheckpointCorrupt(f"{path}: {err}") from None
+        except Exception as err:
+            raise CheckpointCorrupt(f"{path}: cannot read checkpoint index ({type(err).__name__}: {_first_line(err)})") from None
+        if not isinstance(metadata, dcp.Metadata):
+            raise CheckpointCorrupt(f"{path}: not a checkpoint index (holds a {type(metadata).__name__})")
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = dcp.metadata.StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
+def _load_plain_object(value: io.BytesIO) -> Any:
+    """A checkpoint's non-tensor item: numbers, strings, lists, dicts (weights_only)."""
+    try:
+        return torch.load(value, weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise _refusal(err, "an item") from None
+
+
+def _refusal(err: pickle.UnpicklingError, what: str) -> CheckpointCorrupt:
+    """torch.load(weights_only=True)'s refusal in one line, without its advice to turn the
+    check off: an object that would run code when unpickled, or damaged data."""
+    text = str(err)
+    named = re.search(r"GLOBAL ([\w.]+)", text)
+    if named:
+        return CheckpointCorrupt(
+            f"{what}: holds pickled Python objects besides tensors, numbers and strings ({named.group(1)}); "
+            "infoxlm refuses to load it, since unpickling them could run code from the file "
+            "(an infoxlm checkpoint never holds any)"
+        )
+    detail = _first_line(text.split("WeightsUnpickler error:", 1)[-1])
+    return CheckpointCorrupt(f"{what}: cannot read checkpoint (damaged or not a checkpoint: {detail})")
+
+
+class _SafeLoadPlanner(DefaultLoadPlanner):
+    def load_bytes(self, read_item, value: io.BytesIO) -> None:
+        obj = _load_plain_object(value)
+        if self.flatten_state_dict:
+            from torch.distributed.checkpoint._nested_dict import set_element
+
+            set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], obj)
+        else:
+            self.state_dict[read_item.dest_index.fqn] = obj
+
+
+class _SafeEmptyLoadPlanner(_EmptyStateDictLoadPlanner, _SafeLoadPlanner):
+    """Builds the state from the index (every tensor allocated whole), non-tensors read safely."""
+
 
 def _first_line(err: Exception | str) -> str:
     text = str(err).strip()
@@ -123,16 +348,16 @@ def last_good_checkpoint(run_dir: Path | None) -> str:
 
 
 def non_finite_tensors(state: Any, prefix: str = "") -> list[str]:
-    """Names of the floating-point tensors in a (nested) state dict holding NaN or ±inf.
-
-    One device-to-host read for all of them."""
+    """Names of the floating-point tensors in a (nested) state dict holding NaN or ±inf; a
+    sharded tensor is checked on this rank's shard. One device-to-host read for all of them."""
     names, tensors = [], []
 
     def walk(node: Any, name: str) -> None:
         if isinstance(node, torch.Tensor):
-            if node.is_floating_point() and node.numel():
+            local = node.to_local() if isinstance(node, DTensor) else node
+            if local.is_floating_point() and local.numel():
                 names.append(name)
-                tensors.append(node)
+                tensors.append(local)
         elif isinstance(node, dict):
             for key, value in node.items():
                 walk(value, f"{name}.{key}" if name else str(key))

@@ -38,6 +38,10 @@ NORMALISERS = ("paper", "joint")
 MOMENTUM_SCHEDULES = ("constant", "inverse_sqrt")
 POOLINGS = ("cls", "mean")
 KEY_WARMUPS = ("copy", "momentum")
+PARALLELISMS = ("ddp", "fsdp")
+# How a run executes, not what it computes: a run may continue with other values of these
+# (another device, world size or parallelism) without --allow-config-change.
+EXECUTION_FIELDS = ("run.device", "run.parallelism", "run.async_checkpoint", "run.compile", "run.collective_timeout_s")
 
 
 class Section:
@@ -218,6 +222,12 @@ class RunConfig(Section):
     # The encoder's exact fast paths (model/fast_paths.py); false runs the plain reference
     # computation throughout (for comparisons: same numbers up to rounding, slower).
     fast_paths: bool = True
+    # Several processes: ddp (a whole replica each) or fsdp (parameters, gradients and
+    # optimizer state sharded with FSDP2; for models whose replica does not fit one GPU).
+    parallelism: str = "ddp"
+    # Checkpoints written by a background thread while training goes on (copied to host
+    # memory first); off, the step waits for the write.
+    async_checkpoint: bool = False
 
     def validate(self) -> None:
         self._integer("seed", 0)
@@ -238,6 +248,8 @@ class RunConfig(Section):
         self._boolean("compile")
         self._boolean("fast_paths")
         self._integer("collective_timeout_s", 1)
+        self._choice("parallelism", PARALLELISMS)
+        self._boolean("async_checkpoint")
 
 
 @dataclass

@@ -98,6 +98,7 @@ class JointModel(nn.Module):
         tlm: MLMBatch | None = None,
         xlco: ContrastBatch | None = None,
         touch_unreached: bool = False,
+        keys_of: ContrastBatch | None = None,
     ) -> MicroStepLosses:
         """Losses of the given micro-batches (any may be None).
 
@@ -109,8 +110,16 @@ class JointModel(nn.Module):
         (zero, not missing: AdamW decays and moves a parameter with a zero gradient and skips
         one with none) with one process or many. Only those parameters get the (dense, zero)
         gradient of the touch.
+
+        keys_of: only the key vectors of these pairs (filling the queue, without gradient);
+        through ``forward`` so that FSDP gathers the weights it needs as in a training step.
         """
         out = MicroStepLosses()
+        if keys_of is not None:
+            view = keys_of.key
+            out.keys = self.contrast.encode_keys(view.input_ids, view.attention_mask, encoder=self.encoder, packing=view.packing)
+            out.key_slots = keys_of.slots
+            return out
         mlm = [b for b in (mmlm, tlm) if b is not None]
         if mlm:
             sums = iter(self.masked_lm_losses(*mlm))

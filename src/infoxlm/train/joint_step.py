@@ -26,6 +26,7 @@ from .errors import TrainingError
 from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum
 from .joint_model import JointModel, MicroStepLosses
 from .optim import build_optimizer, build_scheduler
+from .parallelism import clip_gradients, distribute, fill_missing_gradients, is_sharded, no_gradient_sync
 
 __all__ = ["OBJECTIVES", "JointStep", "StepPhases", "StepResult", "TrainingError", "aligned_micro_batch", "build_joint_step"]
 
@@ -41,19 +42,16 @@ def build_joint_step(
     run_dir: Path | None = None,
 ) -> "JointStep":
     """The step for this encoder and contrast (built with their fast paths): both moved to the
-    world's device, their layers compiled if ``run.compile``, the trainable part in DDP when
-    there are several processes, AdamW with the warm-up / linear-decay schedule."""
+    world's device, their layers compiled if ``run.compile``, the trainable part in DDP or
+    sharded by FSDP2 (``run.parallelism``) when there are several processes, AdamW with the
+    warm-up / linear-decay schedule."""
     encoder.to(world.device)
     if contrast is not None:
         contrast.to(world.device)
     if config.run.compile:
         compile_encoders(encoder, contrast)
     model = JointModel(encoder, contrast)
-    ddp = model
-    if world.distributed:
-        device_ids = [world.device.index] if world.device.type == "cuda" else None
-        # Buffers are not broadcast: the queue is identical on every rank by construction.
-        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
+    ddp = distribute(model, world, config.run.parallelism, bf16=computes_in_bf16(config, world))
     o = config.optim
     optimizer = build_optimizer(
         model.trainable_parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
@@ -102,7 +100,8 @@ class JointStep:
     EMA → enqueue. ``Trainer.train_step`` runs it; so does the benchmark (bench/), timing its
     phases through the ``phases`` hook.
 
-    ``ddp`` is ``model`` itself in a world of one, else its DistributedDataParallel wrapper.
+    ``ddp`` is what the step calls: ``model`` itself in a world of one or sharded by FSDP2
+    (see parallelism.py), else its DistributedDataParallel wrapper.
     """
 
     def __init__(
@@ -119,6 +118,7 @@ class JointStep:
         self.config, self.world, self.model, self.ddp = config, world, model, ddp
         self.optimizer, self.scheduler, self.run_dir = optimizer, scheduler, run_dir
         self.parameters = model.trainable_parameters()
+        self.sharded = is_sharded(ddp)
 
     @property
     def contrast(self) -> MomentumContrast | None:
@@ -140,17 +140,17 @@ class JointStep:
             micro_steps = int(all_reduce_max(torch.tensor(local_steps, device=device), world))
         sums = torch.zeros(4, dtype=torch.float64, device=device)  # mmlm, tlm, xlco loss sums; xlco correct
         keys, key_slots = [], []
-        in_bf16 = cfg.run.bf16 and (device.type == "cuda" or cfg.run.cpu_bf16)
-        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=in_bf16)
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=computes_in_bf16(cfg, world))
         for i in range(micro_steps):
             picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
             last = i == micro_steps - 1
-            sync = contextlib.nullcontext() if last or not world.distributed else self.ddp.no_sync()
-            with sync:
+            with no_gradient_sync(self.ddp, last):
                 with phases("forward"):
                     with autocast:
-                        # The last micro-step touches what no objective reached (see JointModel).
-                        out: MicroStepLosses = self.ddp(picked["mmlm"], picked["tlm"], picked["xlco"], touch_unreached=last)
+                        # The last micro-step touches what no objective reached (see JointModel);
+                        # FSDP gets zero gradients for them after the backward instead.
+                        touch = last and not self.sharded
+                        out: MicroStepLosses = self.ddp(picked["mmlm"], picked["tlm"], picked["xlco"], touch_unreached=touch)
                     loss = self._combine(out, counts) * world.size  # DDP averages over ranks; we want the sum
                     for j, name in enumerate(OBJECTIVES):
                         if getattr(out, name) is not None:
@@ -166,8 +166,9 @@ class JointStep:
             all_reduce_sum(sums, world)
             sums_cpu = sums.tolist()
             self._stop_if_not_finite(sums_cpu, counts, step)
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, cfg.optim.clip_norm)
-            grad_norm = float(grad_norm)  # the host reads it (as the metrics do) before stepping
+            if self.sharded:
+                fill_missing_gradients(self.parameters)
+            grad_norm = clip_gradients(self.parameters, cfg.optim.clip_norm)  # the host reads it before stepping
             if not math.isfinite(grad_norm):
                 # Finite losses, non-finite gradient: the step would write NaN into every weight.
                 # Stop before it (as torchtitan does): a run that diverged is not continued
@@ -237,6 +238,11 @@ class JointStep:
         """Keys of all ranks, in global slot order (ranks hold contiguous slot ranges)."""
         local = keys[torch.argsort(slots)].float()
         self.contrast.enqueue(all_gather_rows(local, self.world))
+
+
+def computes_in_bf16(config: TrainConfig, world: World) -> bool:
+    """bf16 autocast (and FSDP's bf16 compute): on a GPU with run.bf16, on a CPU only with run.cpu_bf16."""
+    return config.run.bf16 and (world.device.type == "cuda" or config.run.cpu_bf16)
 
 
 def compile_encoders(encoder: Encoder, contrast: MomentumContrast | None) -> None:

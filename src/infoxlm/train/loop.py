@@ -36,14 +36,16 @@ from ..objectives.xlco import MomentumContrast
 from ..outputs import atomic_dir, atomic_file, check_output_dir
 from ..tokenizer import Tokenizer
 from .checkpoint import (
+    CheckpointWriter,
     checkpoint_path,
+    is_sharded,
     last_good_checkpoint,
     latest_checkpoint,
     load_checkpoint,
+    load_sharded_into,
     refuse_non_finite,
-    save_checkpoint,
 )
-from .config import TrainConfig, resolve_config
+from .config import EXECUTION_FIELDS, TrainConfig, resolve_config
 from .distributed import (
     World,
     all_reduce_sum,
@@ -57,6 +59,7 @@ from .export import export, write_run_encoder
 from .joint_step import NO_PHASES, StepPhases, build_joint_step
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .optim import linear_warmup_decay
+from .parallelism import whole_state
 from .stopping import StopRequest
 from .store_identity import TOKENIZER_FILES, corpus_changes, store_identity, tokenizer_change, tokenizer_file_fingerprints
 
@@ -90,7 +93,12 @@ class Trainer:
         self.store_identity = store_identity(self.store)
         found = latest_checkpoint(self.run_dir)
         self.resume_from = found
-        resume_state = load_checkpoint(found, map_location=self.world.device) if found is not None else None
+        # A sharded checkpoint's numbers and configs now, its tensors once the model is built;
+        # a single-file one (an earlier release's) whole.
+        resume_state = None
+        if found is not None:
+            keys = RESUME_CHECK_KEYS if is_sharded(found) else None
+            resume_state = load_checkpoint(found, map_location=self.world.device, keys=keys)
         if resume_state is not None:
             self._check_resume(resume_state, found, allow_config_change, allow_data_change)
         elif config.model.init:
@@ -105,6 +113,10 @@ class Trainer:
         self.joint_step = build_joint_step(config, self.world, self.encoder, self.contrast, run_dir=self.run_dir)
         step = self.joint_step
         self.model, self.ddp, self.optimizer, self.scheduler = step.model, step.ddp, step.optimizer, step.scheduler
+        r = config.run
+        self.checkpoints = CheckpointWriter(
+            self.run_dir, self.world.rank, self.world.distributed, keep=r.keep_checkpoints, asynchronous=r.async_checkpoint
+        )
         self.step = 0
         self.interrupt = NO_LATCH  # pretrain() hands in its SigintLatch
         self.stop = StopRequest()  # pretrain() hands in its own: --stop-at, SIGTERM / SIGUSR1
@@ -137,7 +149,7 @@ class Trainer:
         if saved is None:
             return
         resolved = json.loads(self.config.to_json())
-        changed = _changed_fields(saved, resolved)
+        changed = [c for c in _changed_fields(saved, resolved) if c.split(":")[0] not in EXECUTION_FIELDS]
         if not changed:
             return
         if not allow_config_change:
@@ -255,10 +267,10 @@ class Trainer:
 
     def _resume(self, state: dict[str, Any], checkpoint: Path) -> None:
         try:
-            self.encoder.load_state_dict(state["model"])
-            if self.contrast is not None:
-                self.contrast.load_state_dict(state["contrast"])
-            self.optimizer.load_state_dict(state["optimizer"])
+            if is_sharded(checkpoint):
+                self._load_sharded(checkpoint)
+            else:
+                self._load_single_file(state, checkpoint)
             self.scheduler.load_state_dict(state["scheduler"])
         except (RuntimeError, KeyError, ValueError, TypeError) as err:  # a checkpoint the checks above did not foresee
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -267,6 +279,27 @@ class Trainer:
         self._apply_optim_config()
         if self.world.is_main:
             print(f"resuming {self.run_dir} from {checkpoint.name} (step {self.step})", flush=True)
+
+    def _load_sharded(self, checkpoint: Path) -> None:
+        """Every rank reads the slices it holds (whole tensors under DDP, its shards under FSDP),
+        whatever the number of processes that wrote the checkpoint."""
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+        state = self._tensor_state()
+        load_sharded_into(checkpoint, state, self.world.distributed)
+        set_model_state_dict(self.model, _joined(state))
+        set_optimizer_state_dict(self.model, self.optimizer, state["optimizer"])
+
+    def _load_single_file(self, state: dict[str, Any], checkpoint: Path) -> None:
+        if self.joint_step.sharded:
+            raise TrainingError(
+                f"{self.run_dir}: {checkpoint.name} is a single-file checkpoint (an earlier release's); "
+                "continue it with run.parallelism=ddp until its next checkpoint, which is sharded"
+            )
+        self.encoder.load_state_dict(state["model"])
+        if self.contrast is not None:
+            self.contrast.load_state_dict(state["contrast"])
+        self.optimizer.load_state_dict(state["optimizer"])
 
     def _apply_optim_config(self) -> None:
         """The optimizer's state dict brings back the hyperparameters it was saved with; the
@@ -281,12 +314,20 @@ class Trainer:
             lrs.append(group["lr"])
         self.scheduler._last_lr = lrs
 
+    def _tensor_state(self) -> dict[str, Any]:
+        """The run's tensors as this rank holds them (DTensors under FSDP), keyed by name:
+        model (the encoder), contrast (key encoder, projections, queue) and optimizer (AdamW's
+        state keyed by parameter name, so that it loads into any world size)."""
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+        state = _split(get_model_state_dict(self.model))
+        state["optimizer"] = get_optimizer_state_dict(self.model, self.optimizer)
+        return state
+
     def checkpoint_state(self) -> dict[str, Any]:
         return {
             "step": self.step,
-            "model": self.encoder.state_dict(),
-            "contrast": self.contrast.state_dict() if self.contrast is not None else None,
-            "optimizer": self.optimizer.state_dict(),
+            **self._tensor_state(),
             "scheduler": self.scheduler.state_dict(),
             "encoder_config": json.dumps(dataclasses.asdict(self.encoder.config)),
             "config": self.config.to_json(),
@@ -294,11 +335,11 @@ class Trainer:
         }
 
     def save(self) -> None:
+        """A checkpoint of this step; every rank writes its part (see checkpoint.py)."""
         state = self.checkpoint_state()
         self._stop_if_non_finite(state, "not saved")
-        if self.world.is_main:
-            with self.interrupt.deferred():
-                save_checkpoint(self.run_dir, self.step, state, keep=self.config.run.keep_checkpoints)
+        with self.interrupt.deferred():
+            self.checkpoints.save(self.step, state)
 
     def _stop_if_non_finite(self, state: dict[str, Any], outcome: str) -> None:
         """A checkpoint or an export is a promise of good weights: never write non-finite ones.
@@ -311,12 +352,13 @@ class Trainer:
         """The query encoder + MLM head (+ the run's tokenizer) as a Hugging Face directory with
         its model card, as `infoxlm export` writes it (``run.export_every``). Called on every
         rank; the main one writes."""
-        self._stop_if_non_finite(self.encoder.state_dict(), f"{output} not exported")
+        weights = _split(whole_state(self.model))["model"]  # every rank: a collective under FSDP
+        self._stop_if_non_finite(weights, f"{output} not exported")
         if not self.world.is_main:
             return output
         with atomic_dir(output, replace=True) as tmp:
             write_run_encoder(
-                tmp, self.run_dir, self.encoder.config, self.encoder.state_dict(), self.config.contrast.layer,
+                tmp, self.run_dir, self.encoder.config, weights, self.config.contrast.layer,
                 loaded_parts=self.encoder.loaded_parts,
             )  # fmt: skip
             write_model_card(tmp, run_dir=self.run_dir, step=self.step, name=output.name)
@@ -340,6 +382,7 @@ class Trainer:
                 self.interrupt.check()  # a Ctrl-C that library code swallowed
                 metrics = self.train_step()
                 self.step += 1
+                self.checkpoints.poll()  # a background save that has finished goes in place
                 bar.update(1)
                 if self.step % cfg.run.log_every == 0 or self.step == cfg.optim.max_steps:
                     log.write(self.step, metrics)
@@ -352,6 +395,7 @@ class Trainer:
                 if reason is not None and self.step < cfg.optim.max_steps:
                     self.stop_early(reason, saved=self.step % cfg.run.save_every == 0)
                     break
+            self.checkpoints.wait()
         except KeyboardInterrupt:
             interrupted = True  # Ctrl-C: the last checkpoint stays; end within seconds
             raise
@@ -371,7 +415,8 @@ class Trainer:
         """End the run after this step with its checkpoint in place, the config untouched."""
         if not saved:
             self.save()
-        barrier(self.world)  # the main rank's checkpoint is complete before any rank leaves
+        self.checkpoints.wait()
+        barrier(self.world)  # the checkpoint is in place before any rank leaves
         if self.world.is_main:
             print(
                 f"stopped after step {self.step} of {self.config.optim.max_steps} ({reason}); "
@@ -428,15 +473,36 @@ class Trainer:
             self.interrupt.check()
             keys, slots = [], []
             for batch in pipeline.step(j, self.world.rank, self.world.size).xlco:
-                batch = batch.to(self.world.device)
-                view = batch.key
-                keys.append(self.contrast.encode_keys(view.input_ids, view.attention_mask, encoder=self.encoder, packing=view.packing))
-                slots.append(batch.slots)
+                out = self.ddp(keys_of=batch.to(self.world.device))
+                keys.append(out.keys)
+                slots.append(out.key_slots)
             empty = torch.zeros(0, self.encoder.config.hidden_size, device=self.world.device)
             self.joint_step.enqueue_in_slot_order(
                 torch.cat(keys) if keys else empty,
                 torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long, device=self.world.device),
             )
+
+
+# What a run reads from a sharded checkpoint before it builds the model (to check the resume).
+RESUME_CHECK_KEYS = ("step", "config", "encoder_config", "store_identity", "scheduler")
+
+
+def _split(joint_state: dict[str, Any]) -> dict[str, Any]:
+    """JointModel's state dict → {"model": the encoder's, "contrast": the contrast's or None}:
+    the layout of every infoxlm checkpoint (``infoxlm export`` reads "model")."""
+    parts: dict[str, Any] = {"model": {}, "contrast": {}}
+    for name, value in joint_state.items():
+        part, _, rest = name.partition(".")
+        parts["model" if part == "encoder" else "contrast"][rest] = value
+    parts["contrast"] = parts["contrast"] or None
+    return parts
+
+
+def _joined(state: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of ``_split``: JointModel's state dict."""
+    joined = {f"encoder.{k}": v for k, v in state["model"].items()}
+    joined.update({f"contrast.{k}": v for k, v in (state["contrast"] or {}).items()})
+    return joined
 
 
 def is_run_directory(path: Path) -> bool:
