@@ -155,8 +155,8 @@ def test_two_nodes_over_loopback_match_one_process(store, tmp_path):
         port = s.getsockname()[1]
     nodes = [
         subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(rank),
-             "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", str(port),
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
+             "--node_rank", str(rank), "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
              "-m", "infoxlm", *common, "--output", str(tmp_path / "two")],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip

@@ -1,0 +1,145 @@
+"""Past one process: FSDP2 equals one process, a checkpoint written by N processes continues
+on M, background saves, single-file checkpoints of earlier releases still continue."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from infoxlm.train.checkpoint import checkpoint_path, list_checkpoints
+from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.export import export
+from infoxlm.train.loop import Trainer, pretrain
+from infoxlm.train.parallelism import clip_gradients, fill_missing_gradients
+
+from test_loop import structured_store
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "infoxlm"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return structured_store(tmp_path_factory.mktemp("parallel") / "store")
+
+
+def _run(argv: list[str]) -> None:
+    result = subprocess.run(argv, capture_output=True, timeout=300)
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr[:3000] + "\n…\n" + stderr[-1500:]
+
+
+def _weights(run: Path, tmp_path: Path) -> dict[str, torch.Tensor]:
+    return load_file(export(run, tmp_path / f"export-{run.name}") / "model.safetensors")
+
+
+def _largest_difference(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+def _quiet(fn, *args, **kwargs):
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args, **kwargs)
+
+
+@pytest.mark.slow
+def test_fsdp_on_two_processes_matches_one(store, tmp_path):
+    common = ["pretrain", "--preset", "test", "--data", str(store), "--max-steps", "10", "--no-progress"]
+    _run([sys.executable, "-m", "infoxlm", *common, "--output", str(tmp_path / "one")])
+    _run([*TORCHRUN, *common, "--output", str(tmp_path / "fsdp"), "--set", "run.parallelism=fsdp"])
+    # Each rank wrote its shard of the last checkpoint.
+    assert {p.name for p in checkpoint_path(tmp_path / "fsdp", 10).iterdir()} == {".metadata", "__0_0.distcp", "__1_0.distcp"}
+    assert _largest_difference(_weights(tmp_path / "one", tmp_path), _weights(tmp_path / "fsdp", tmp_path)) < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first", ["ddp", "fsdp"])
+def test_a_run_stopped_on_two_processes_continues_on_one(store, tmp_path, first):
+    common = ["pretrain", "--preset", "test", "--data", str(store), "--save-every", "5", "--max-steps", "20", "--no-progress"]
+    _run([sys.executable, "-m", "infoxlm", *common, "--output", str(tmp_path / "straight")])
+    moved = str(tmp_path / "moved")
+    _run([*TORCHRUN, *common, "--output", moved, "--stop-at", "10", "--set", f"run.parallelism={first}"])
+    assert [step for step, _ in list_checkpoints(tmp_path / "moved")] == [5, 10]
+    _run([sys.executable, "-m", "infoxlm", *common, "--output", moved])
+    assert _largest_difference(_weights(tmp_path / "straight", tmp_path), _weights(tmp_path / "moved", tmp_path)) < 1e-4
+
+
+@pytest.mark.slow
+def test_a_one_process_run_continues_sharded_on_two(store, tmp_path):
+    common = ["pretrain", "--preset", "test", "--data", str(store), "--save-every", "5", "--max-steps", "20", "--no-progress"]
+    _run([sys.executable, "-m", "infoxlm", *common, "--output", str(tmp_path / "straight")])
+    grown = str(tmp_path / "grown")
+    _run([sys.executable, "-m", "infoxlm", *common, "--output", grown, "--stop-at", "10"])
+    _run([*TORCHRUN, *common, "--output", grown, "--set", "run.parallelism=fsdp"])
+    assert _largest_difference(_weights(tmp_path / "straight", tmp_path), _weights(tmp_path / "grown", tmp_path)) < 1e-4
+
+
+def test_background_checkpoints_hold_what_blocking_ones_hold(store, tmp_path):
+    cfg = lambda extra: apply_overrides(preset("test"), ["optim.max_steps=6", "run.save_every=2", *extra])  # noqa: E731
+    _quiet(pretrain, cfg([]), store, tmp_path / "blocking", progress=False)
+    _quiet(pretrain, cfg(["run.async_checkpoint=true"]), store, tmp_path / "background", progress=False)
+    assert [s for s, _ in list_checkpoints(tmp_path / "background")] == [2, 4, 6]
+    a, b = _weights(tmp_path / "blocking", tmp_path), _weights(tmp_path / "background", tmp_path)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _rewrite_as_single_file(run: Path, store: Path, cfg) -> None:
+    """The latest checkpoint of ``run`` in the single-file layout of earlier releases."""
+    trainer = _quiet(Trainer, cfg, store, run, progress=False)  # resumes from it
+    state = {
+        "step": trainer.step,
+        "model": trainer.encoder.state_dict(),
+        "contrast": trainer.contrast.state_dict(),
+        "optimizer": trainer.optimizer.state_dict(),
+        "scheduler": trainer.scheduler.state_dict(),
+        "encoder_config": trainer.checkpoint_state()["encoder_config"],
+        "config": trainer.config.to_json(),
+        "store_identity": trainer.checkpoint_state()["store_identity"],
+    }
+    folder = checkpoint_path(run, trainer.step)
+    for part in folder.iterdir():
+        part.unlink()
+    torch.save(state, folder / "state.pt")
+
+
+def test_a_single_file_checkpoint_of_an_earlier_release_continues(store, tmp_path):
+    cfg = lambda steps: apply_overrides(preset("test"), [f"optim.max_steps={steps}", "run.save_every=4"])  # noqa: E731
+    _quiet(pretrain, cfg(8), store, tmp_path / "straight", progress=False)
+    _quiet(pretrain, cfg(8), store, tmp_path / "old", progress=False, stop_at=4)
+    _rewrite_as_single_file(tmp_path / "old", store, cfg(8))
+    _quiet(pretrain, cfg(8), store, tmp_path / "old", progress=False)
+    assert (checkpoint_path(tmp_path / "old", 8) / ".metadata").is_file()  # its next one is sharded
+    assert _largest_difference(_weights(tmp_path / "straight", tmp_path), _weights(tmp_path / "old", tmp_path)) < 1e-6
+
+
+def test_clipping_matches_torchs_and_returns_the_norm_before():
+    torch.manual_seed(0)
+    ours, theirs = [torch.nn.Parameter(torch.randn(5, 3)) for _ in range(2)], None
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    for group in (ours, theirs):
+        for p in group:
+            p.grad = torch.full_like(p, 2.0)
+    norm = clip_gradients(ours, 1.0)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, 1.0)
+    assert norm == pytest.approx(float(expected)) and all(torch.equal(a.grad, b.grad) for a, b in zip(ours, theirs))
+
+
+def test_a_parameter_no_objective_reached_gets_a_zero_gradient():
+    reached, missed = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(3))
+    reached.grad = torch.ones(2)
+    fill_missing_gradients([reached, missed])
+    assert torch.equal(reached.grad, torch.ones(2)) and torch.equal(missed.grad, torch.zeros(3))
+
+
+def test_an_unknown_parallelism_is_named():
+    from infoxlm.train.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"run.parallelism='zero3': expected one of ddp, fsdp"):
+        apply_overrides(preset("test"), ["run.parallelism=zero3"])
