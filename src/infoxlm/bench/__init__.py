@@ -4,6 +4,7 @@
 - ``synthetic_batches.py``: realistic random batches in the engine's own types;
 - ``engine_step.py``: infoxlm's step with phase timers; ``hf_baseline.py``: the same step
   written plainly with transformers;
-- ``flops.py``: useful FLOPs per step and MFU; ``timing.py``: phase timers and memory probes;
+- ``timing.py``: phase timers and memory probes (the FLOP count behind MFU is
+  ``train/flops.py``, which the training log uses too);
 - ``joint_step.py``: the run (loss check, interleaved timing); ``report.py``: the table.
 """

@@ -34,7 +34,7 @@ from ..data.pipeline import StepData
 from ..model.config import EncoderConfig
 from ..train.config import TrainConfig
 from .engine_step import EngineStep
-from .flops import ModelShape, StepFlops, joint_step_flops, mfu, peak_bf16_flops
+from ..train.flops import ModelShape, StepFlops, mfu, peak_bf16_flops, step_data_flops
 from .matmul_rate import step_product_rates
 from .sizes import Batches, BenchError, BenchSize, bench_size
 from .synthetic_batches import SyntheticSpec, synthetic_step
@@ -94,21 +94,7 @@ def data_flops(data: StepData, shape: ModelShape, size: BenchSize) -> StepFlops:
     """Useful FLOPs of a step's batches (real lengths and masked tokens read off their masks)
     under the size's contrast settings."""
 
-    def per_row(batches, mask: str) -> list[int]:
-        return [n for b in batches for n in getattr(b, mask).sum(dim=1).tolist()]
-
-    return joint_step_flops(
-        shape,
-        mmlm_lengths=per_row(data.mmlm, "attention_mask"),
-        mmlm_masked=per_row(data.mmlm, "masked_positions"),
-        tlm_lengths=per_row(data.tlm, "attention_mask"),
-        tlm_masked=per_row(data.tlm, "masked_positions"),
-        xlco_query_lengths=per_row((b.query for b in data.xlco), "attention_mask"),
-        xlco_key_lengths=per_row((b.key for b in data.xlco), "attention_mask"),
-        contrast_layer=size.contrast_layer,
-        queue_size=size.queue_size,
-        pooling=size.pooling,
-    )
+    return step_data_flops(data, shape, size.contrast_layer, size.queue_size, size.pooling)
 
 
 @torch.no_grad()

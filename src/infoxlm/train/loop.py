@@ -56,8 +56,9 @@ from .distributed import (
 )
 from .errors import TrainingError
 from .export import export, write_run_encoder
-from .joint_step import NO_PHASES, StepPhases, build_joint_step
+from .joint_step import NO_PHASES, StepPhases, build_joint_step, computes_in_bf16
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
+from .flops import ModelShape, mfu, peak_bf16_flops, step_data_flops
 from .optim import linear_warmup_decay
 from .parallelism import whole_state
 from .stopping import StopRequest
@@ -117,6 +118,10 @@ class Trainer:
         self.checkpoints = CheckpointWriter(
             self.run_dir, self.world.rank, self.world.distributed, keep=r.keep_checkpoints, asynchronous=r.async_checkpoint
         )
+        shape = self.encoder.config
+        self.shape = ModelShape(shape.hidden_size, shape.intermediate_size, shape.num_hidden_layers, shape.vocab_size)
+        on_gpu_in_bf16 = self.world.device.type == "cuda" and computes_in_bf16(self.config, self.world)
+        self.peak_flops = peak_bf16_flops(torch.cuda.get_device_name(self.world.device)) if on_gpu_in_bf16 else None
         self.step = 0
         self.interrupt = NO_LATCH  # pretrain() hands in its SigintLatch
         self.stop = StopRequest()  # pretrain() hands in its own: --stop-at, SIGTERM / SIGUSR1
@@ -448,15 +453,29 @@ class Trainer:
         device = world.device
         tokens = sum(s.num_tokens for s in data.stats.values())
         positions = sum(s.num_positions for s in data.stats.values())
-        totals = all_reduce_sum(torch.tensor([tokens, positions], dtype=torch.float64, device=device), world)
+        flops = self._useful_flops(data, xlco_active)
+        totals = all_reduce_sum(torch.tensor([tokens, positions, flops], dtype=torch.float64, device=device), world)
         metrics = {"lr": result.lr, "grad_norm": result.grad_norm, "seconds": seconds}
         metrics.update(result.loss_metrics())
         if result.momentum is not None:
             metrics["momentum"] = result.momentum
         metrics["tokens_per_s"] = float(totals[0]) / seconds
+        metrics["tokens_per_s_per_device"] = float(totals[0]) / seconds / world.size
+        # Useful FLOPs (train/flops.py, as infoxlm bench counts them) per second and device; MFU
+        # against the device's dense bf16 peak where it is known (GPUs computing in bf16).
+        metrics["tflops_per_s_per_device"] = float(totals[2]) / seconds / world.size / 1e12
+        if self.peak_flops:
+            metrics["mfu"] = mfu(float(totals[2]) / world.size, seconds, self.peak_flops)
         metrics["padding_fraction"] = float(1 - totals[0] / totals[1]) if totals[1] else 0.0
         metrics["eta_s"] = seconds * (cfg.optim.max_steps - step - 1)
         return metrics
+
+    def _useful_flops(self, data, xlco_active: bool) -> float:
+        c = self.config.contrast
+        if not xlco_active:
+            data = dataclasses.replace(data, xlco=[])
+        layer = c.layer if data.xlco else self.encoder.num_layers
+        return step_data_flops(data, self.shape, layer, c.queue_size, c.pooling).total
 
     @torch.no_grad()
     def prefill_queue(self) -> None:

@@ -1,4 +1,5 @@
-"""Useful FLOPs of one joint training step: the numerator of MFU.
+"""Useful FLOPs of one joint training step: the numerator of MFU, in the training log and in
+``infoxlm bench`` alike.
 
 "Useful" counts the arithmetic the method needs, on real (non-padding) tokens only, so a
 faster implementation never earns a better MFU by doing extra work (padding, vocabulary
@@ -168,3 +169,24 @@ def mfu(flops_per_step: float, step_seconds: float, peak_flops: float) -> float:
     if step_seconds <= 0 or peak_flops <= 0:
         raise ValueError(f"step_seconds={step_seconds}, peak_flops={peak_flops}: expected positive numbers")
     return flops_per_step / (step_seconds * peak_flops)
+
+
+def step_data_flops(data, shape: ModelShape, contrast_layer: int, queue_size: int, pooling: str) -> StepFlops:
+    """Useful FLOPs of a step's batches (a ``data.pipeline.StepData``; real lengths and masked
+    tokens read off their masks) under these contrast settings."""
+
+    def per_row(batches, mask: str) -> list[int]:
+        return [n for b in batches for n in getattr(b, mask).sum(dim=1).tolist()]
+
+    return joint_step_flops(
+        shape,
+        mmlm_lengths=per_row(data.mmlm, "attention_mask"),
+        mmlm_masked=per_row(data.mmlm, "masked_positions"),
+        tlm_lengths=per_row(data.tlm, "attention_mask"),
+        tlm_masked=per_row(data.tlm, "masked_positions"),
+        xlco_query_lengths=per_row((b.query for b in data.xlco), "attention_mask"),
+        xlco_key_lengths=per_row((b.key for b in data.xlco), "attention_mask"),
+        contrast_layer=contrast_layer,
+        queue_size=queue_size,
+        pooling=pooling,
+    )

@@ -1,6 +1,6 @@
 import pytest
 
-from infoxlm.bench.flops import ModelShape, encoder_forward_flops, joint_step_flops, mfu, mlm_head_forward_flops, peak_bf16_flops
+from infoxlm.train.flops import ModelShape, encoder_forward_flops, joint_step_flops, mfu, mlm_head_forward_flops, peak_bf16_flops
 
 SHAPE = ModelShape(hidden_size=4, intermediate_size=8, num_layers=3, vocab_size=10)
 
@@ -95,3 +95,32 @@ def test_peak_table_and_mfu():
     assert mfu(4e12, 2.0, 10e12) == pytest.approx(0.2)
     with pytest.raises(ValueError):
         mfu(1.0, 0.0, 1.0)
+
+
+def test_the_training_log_counts_the_flops_the_benchmark_counts(tmp_path):
+    import contextlib
+    import io
+    import json
+
+    from infoxlm.data.pipeline import DataPipeline
+    from infoxlm.data.store import TokenStore
+    from infoxlm.train.config import apply_overrides, preset, resolve_config
+    from infoxlm.train.flops import step_data_flops
+    from infoxlm.train.loop import pretrain
+
+    from test_loop import structured_store
+
+    store = structured_store(tmp_path / "store")
+    cfg = apply_overrides(preset("test"), ["optim.max_steps=2"])
+    with contextlib.redirect_stdout(io.StringIO()):
+        run = pretrain(cfg, store, tmp_path / "run", progress=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    resolved = resolve_config(apply_overrides(preset("test"), ["optim.max_steps=2"]))
+    data = DataPipeline(TokenStore.open(store), resolved.data).step(1, 0, 1)
+    shape = ModelShape(hidden_size=64, intermediate_size=128, num_layers=2, vocab_size=200)  # the tiny size
+    c = resolved.contrast
+    expected = step_data_flops(data, shape, c.layer, c.queue_size, c.pooling).total
+    logged = rows[1]["tflops_per_s_per_device"] * 1e12 * rows[1]["seconds"]
+    assert logged == pytest.approx(expected, rel=1e-6)
+    assert rows[1]["tokens_per_s_per_device"] == pytest.approx(rows[1]["tokens_per_s"])  # one process
+    assert "mfu" not in rows[1]  # no known peak for a CPU
