@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+import torch
 
 from infoxlm.train.config import ConfigError, PRESETS, TrainConfig, apply_overrides, load_config_file, preset
 
@@ -189,3 +190,25 @@ def test_pretrain_preset_demo_is_what_the_demo_and_its_benchmark_run():
     assert (size.cpu.mmlm, size.cpu.tlm, size.cpu.xlco, size.cpu.max_tokens) == (
         demo.data.mmlm_batch_size, demo.data.tlm_batch_size, demo.data.xlco_batch_size, demo.data.max_tokens
     )
+
+
+@pytest.mark.parametrize("name, billions, layers, universal", [("xl", 3.5, 36, 18), ("xxl", 10.7, 48, 24)])
+def test_the_xl_and_xxl_presets_have_xlmr_shapes_and_shard(name, billions, layers, universal):
+    from infoxlm.model.config import EncoderConfig
+    from infoxlm.model.encoder import Encoder
+
+    cfg = preset(name)
+    with torch.device("meta"):  # counted, not allocated
+        encoder = Encoder(EncoderConfig.preset(cfg.model.size, vocab_size=250_880))
+    assert sum(p.numel() for p in encoder.parameters()) / 1e9 == pytest.approx(billions, abs=0.05)
+    assert encoder.num_layers == layers and cfg.contrast.layer == universal == layers // 2
+    assert cfg.run.parallelism == "fsdp" and cfg.optim.lr == preset("large").optim.lr
+
+
+def test_compiling_is_left_to_the_device_unless_told():
+    from infoxlm.train.config import resolve_config
+
+    assert resolve_config(preset("base"), torch.device("cuda")).run.compile is True
+    assert resolve_config(preset("base"), torch.device("cpu")).run.compile is False
+    told = apply_overrides(preset("base"), ["run.compile=false"])
+    assert resolve_config(told, torch.device("cuda")).run.compile is False

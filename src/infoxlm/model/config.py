@@ -116,7 +116,8 @@ class EncoderConfig:
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "EncoderConfig":
-        """A named size: ``tiny`` (tests), ``small`` (CPU demos), ``base`` (12×768), ``large`` (24×1024)."""
+        """A named size: ``tiny`` (tests), ``small`` (CPU demos), ``base`` (12×768), ``large``
+        (24×1024), ``xl`` (36×2560, 3.5B parameters with XLM-R's vocabulary), ``xxl`` (48×4096, 10.7B)."""
         if name not in _PRESETS:
             raise ValueError(f"unknown encoder size {name!r}; expected one of {sorted(_PRESETS)}")
         return cls(**{**_PRESETS[name], **overrides})
@@ -211,4 +212,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+    # The shapes of XLM-R XL and XXL (Goyal et al., 2021); their vocabulary is 250,880 pieces.
+    "xl": dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, intermediate_size=10240),
+    "xxl": dict(hidden_size=4096, num_hidden_layers=48, num_attention_heads=32, intermediate_size=16384),
 }

@@ -32,7 +32,7 @@ class ConfigError(InfoXLMError):
     """A configuration value or override that cannot be used."""
 
 
-ENCODER_SIZES = ("tiny", "small", "base", "large")  # EncoderConfig's named sizes
+ENCODER_SIZES = ("tiny", "small", "base", "large", "xl", "xxl")  # EncoderConfig's named sizes
 INIT_SCHEMES = ("uniform", "normal")
 NORMALISERS = ("paper", "joint")
 MOMENTUM_SCHEDULES = ("constant", "inverse_sqrt")
@@ -206,8 +206,9 @@ class RunConfig(Section):
     bf16: bool = True  # autocast on GPU; CPU runs compute in fp32 unless cpu_bf16
     cpu_bf16: bool = False  # bf16 autocast on a CPU too: to see what bf16 does to a run without a GPU
     # torch.compile every encoder layer (dynamic shapes): fuses the element-wise work around
-    # the matrix products. For GPUs; costs about half a minute of compiling at the start.
-    compile: bool = False
+    # the matrix products; costs about half a minute of compiling at the start. null (the
+    # default): on when the run is on a GPU, off on a CPU; the run prints what it chose.
+    compile: bool | None = None
     # Weights & Biases: the metrics of metrics.jsonl and the resolved config (pip install
     # "infoxlm[wandb]"; WANDB_MODE=offline works); name defaults to the run directory's.
     wandb: bool = False
@@ -245,7 +246,8 @@ class RunConfig(Section):
                 self._fail("device", "cpu, cuda or cuda:N (CUDA's availability is checked when the run starts)")
         self._boolean("bf16")
         self._boolean("cpu_bf16")
-        self._boolean("compile")
+        if self.compile is not None:
+            self._boolean("compile")
         self._boolean("fast_paths")
         self._integer("collective_timeout_s", 1)
         self._choice("parallelism", PARALLELISMS)
@@ -370,9 +372,12 @@ def apply_overrides(config: TrainConfig, overrides: list[str]) -> TrainConfig:
     return config.validate()
 
 
-def resolve_config(config: TrainConfig) -> TrainConfig:
-    """The one seed of the run decides the data as well."""
+def resolve_config(config: TrainConfig, device: torch.device | None = None) -> TrainConfig:
+    """The one seed of the run decides the data as well; on ``device`` (the run's, once known),
+    the choices left to it are made: ``run.compile`` null → on a GPU only."""
     config.data = dataclasses.replace(config.data, seed=config.run.seed)
+    if device is not None and config.run.compile is None:
+        config.run = dataclasses.replace(config.run, compile=device.type == "cuda")
     return config
 
 
@@ -442,6 +447,28 @@ def large() -> TrainConfig:
         optim={"lr": 1e-4, "max_steps": 200_000},
         contrast={"layer": 12, "momentum": 0.999},
     )
+
+
+def _past_large(size: str, universal_layer: int) -> TrainConfig:
+    """The large recipe at a size whose AdamW replica does not fit one GPU: FSDP2."""
+    return _changed(large(), model={"size": size}, contrast={"layer": universal_layer}, run={"parallelism": "fsdp"})
+
+
+@_registered
+def xl() -> TrainConfig:
+    """XLM-R XL's shape (36 × 2560), the large recipe, FSDP2. The paper contrasts on the layer
+    where the underlying MLM's cross-lingual retrieval is best, which it puts at 8 of 12 (base)
+    and 12 of 24 (large); past large there is no measurement, so the universal layer follows
+    large's half depth: 18. Check it on the starting model with ``infoxlm eval tatoeba --layers
+    all`` and move it with ``--set contrast.layer=N``. Trains from scratch or continues an
+    infoxlm run: XLM-R XL's own checkpoints are pre-LayerNorm, which this encoder is not."""
+    return _past_large("xl", universal_layer=18)
+
+
+@_registered
+def xxl() -> TrainConfig:
+    """XLM-R XXL's shape (48 × 4096), as ``xl``; universal layer 24 (half depth)."""
+    return _past_large("xxl", universal_layer=24)
 
 
 @_registered

@@ -89,6 +89,7 @@ class Trainer:
         # New, empty, or a run to resume; never the store it reads.
         check_output_dir(self.run_dir, flag=None, sources=[("token store", data)], written_by_us=is_run_directory)
         self.world: World = init_world(config.run.device, config.run.collective_timeout_s)
+        self.config = resolve_config(self.config, self.world.device)
         self.progress = progress and self.world.is_main
         self.store = TokenStore.open(data)
         self.store_identity = store_identity(self.store)
