@@ -319,6 +319,8 @@ def _parse_value(text: str, current: Any, name: str) -> Any:
         value = text  # a bare string such as a path or a schedule name
     if lowered in ("none", "null"):
         return None  # the section's validation refuses it where a value is required
+    if current is None and lowered in ("true", "false"):  # an optional switch left unset (run.compile)
+        return lowered == "true"
     if current is None or isinstance(current, str):  # a name or a path: the text itself
         return value if isinstance(value, str) else text.strip()
     if isinstance(value, bool):  # JSON true / false where a number belongs
