@@ -53,7 +53,7 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="torch.compile infoxlm's encoder layers, as the trainer's run.compile=true (default: on a GPU only)",
+        help="torch.compile infoxlm's encoder layers, as the trainer does on a GPU (default: on a GPU only)",
     )
     p.add_argument(
         "--peak-flops",
