@@ -58,7 +58,8 @@ def checkpoint_path(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR / f"step-{step:08d}"
 
 
-def is_sharded(directory: Path) -> bool:
+def is_sharded_checkpoint(directory: Path) -> bool:
+    """A checkpoint written with DCP (its index is there), not a single-file one."""
     return (Path(directory) / SHARDED_INDEX).is_file()
 
 
@@ -70,7 +71,7 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     found = []
     for entry in folder.iterdir():
         match = _STEP_DIR.match(entry.name)
-        if match and ((entry / STATE_FILE).is_file() or is_sharded(entry)):
+        if match and ((entry / STATE_FILE).is_file() or is_sharded_checkpoint(entry)):
             found.append((int(match.group(1)), entry))
     return sorted(found)
 
@@ -168,7 +169,7 @@ def load_checkpoint(directory: Path, map_location: str | torch.device = "cpu", k
 
     ``keys``: only these top-level entries (e.g. the step and the configs, without tensors)."""
     directory = Path(directory)
-    if not is_sharded(directory):
+    if not is_sharded_checkpoint(directory):
         return _load_single_file(directory / STATE_FILE, map_location)
     state: dict[str, Any] = {}
     planner = _SafeEmptyLoadPlanner(keys=set(keys) if keys is not None else None)

@@ -38,7 +38,7 @@ from ..tokenizer import Tokenizer
 from .checkpoint import (
     CheckpointWriter,
     checkpoint_path,
-    is_sharded,
+    is_sharded_checkpoint,
     last_good_checkpoint,
     latest_checkpoint,
     load_checkpoint,
@@ -84,11 +84,12 @@ class Trainer:
     ):
         # Everything is checked before anything is allocated or written: the config, the run
         # directory's place, the device, the store and (on resume) the checkpoint against both.
-        self.config = resolve_config(config.validate())
+        self.config = config.validate()
         self.run_dir = Path(output)
         # New, empty, or a run to resume; never the store it reads.
         check_output_dir(self.run_dir, flag=None, sources=[("token store", data)], written_by_us=is_run_directory)
         self.world: World = init_world(config.run.device, config.run.collective_timeout_s)
+        # The seed of the data, and what is left to the device (compiling on a GPU).
         self.config = resolve_config(self.config, self.world.device)
         self.progress = progress and self.world.is_main
         self.store = TokenStore.open(data)
@@ -99,7 +100,7 @@ class Trainer:
         # a single-file one (an earlier release's) whole.
         resume_state = None
         if found is not None:
-            keys = RESUME_CHECK_KEYS if is_sharded(found) else None
+            keys = RESUME_CHECK_KEYS if is_sharded_checkpoint(found) else None
             resume_state = load_checkpoint(found, map_location=self.world.device, keys=keys)
         if resume_state is not None:
             self._check_resume(resume_state, found, allow_config_change, allow_data_change)
@@ -112,10 +113,10 @@ class Trainer:
         if resume_state is not None:
             self._check_encoder_shape(resume_state, found)
         self.contrast = self._build_contrast()
-        self.joint_step = build_joint_step(config, self.world, self.encoder, self.contrast, run_dir=self.run_dir)
+        self.joint_step = build_joint_step(self.config, self.world, self.encoder, self.contrast, run_dir=self.run_dir)
         step = self.joint_step
         self.model, self.ddp, self.optimizer, self.scheduler = step.model, step.ddp, step.optimizer, step.scheduler
-        r = config.run
+        r = self.config.run
         self.checkpoints = CheckpointWriter(
             self.run_dir, self.world.rank, self.world.distributed, keep=r.keep_checkpoints, asynchronous=r.async_checkpoint
         )
@@ -273,7 +274,7 @@ class Trainer:
 
     def _resume(self, state: dict[str, Any], checkpoint: Path) -> None:
         try:
-            if is_sharded(checkpoint):
+            if is_sharded_checkpoint(checkpoint):
                 self._load_sharded(checkpoint)
             else:
                 self._load_single_file(state, checkpoint)
