@@ -142,6 +142,31 @@ def test_compiled_layers_compute_what_the_eager_ones_do(mixed_batch):
     assert shorter.shape == (3, 7, enc.config.hidden_size)
 
 
+def test_checkpointed_activations_give_the_same_gradients_by_recomputing(mixed_batch):
+    """``checkpoint_activations`` (run.activation_checkpointing): each layer runs again in the
+    backward pass (dropout replayed as it fell), and every gradient is what it is without."""
+    ids, mask = mixed_batch
+    torch.manual_seed(0)
+    plain = Encoder(EncoderConfig.preset("tiny", vocab_size=120, hidden_dropout_prob=0.2), FastPaths.training(True)).train()
+    checkpointed = plain.with_fast_paths(plain.fast_paths)
+    checkpointed.checkpoint_activations()
+    calls = []
+    checkpointed.encoder.layer[0].register_forward_pre_hook(lambda *_: calls.append(torch.is_grad_enabled()))
+    gradients = []
+    for enc in (plain, checkpointed):
+        torch.manual_seed(1)  # the same dropout masks in both
+        (enc(ids, mask).last_hidden_state.square().mean()).backward()
+        gradients.append({name: p.grad for name, p in enc.named_parameters() if p.grad is not None})
+    assert len(calls) == 2  # once forward, once recomputed in the backward pass
+    assert gradients[0].keys() == gradients[1].keys()
+    for name, grad in gradients[0].items():
+        assert torch.allclose(grad, gradients[1][name], atol=1e-6), name
+    with torch.no_grad():  # nothing to recompute for: a single pass
+        calls.clear()
+        checkpointed(ids, mask)
+    assert len(calls) == 1
+
+
 def test_positions_start_after_padding_index():
     ids = torch.tensor([[0, 9, 9, 2, 1, 1]])
     assert xlmr_position_ids(ids, pad_token_id=1).tolist() == [[2, 3, 4, 5, 1, 1]]

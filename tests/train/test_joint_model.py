@@ -105,6 +105,20 @@ def test_fast_paths_give_the_reference_losses_and_gradients(grad_in_place, skip_
     assert grads["embeddings.word_embeddings.weight"][encoder.config.pad_token_id].abs().sum() > 0  # from the head
 
 
+def test_checkpointed_activations_give_the_same_joint_losses_and_gradients():
+    """run.activation_checkpointing: the whole joint step (MMLM, TLM, XLCO with its key
+    encoder) with every layer recomputed in the backward pass computes what it computes without."""
+    encoder, contrast, steps = _parts()
+    checkpointed, same_contrast, _ = _parts()  # the same weights and queue
+    checkpointed.checkpoint_activations()
+    micro = _micro_steps(steps)
+    expected_sums, expected_grads = _joint(encoder, contrast, micro)
+    sums, grads = _joint(checkpointed, same_contrast, micro)
+    assert sums == pytest.approx(expected_sums, rel=1e-6)
+    for name, g in expected_grads.items():
+        torch.testing.assert_close(grads[name], g, rtol=1e-5, atol=1e-6, msg=name)
+
+
 def _graph_nodes(node) -> set[str]:
     """Names of every backward node reachable from ``node``."""
     seen, stack = set(), [node]

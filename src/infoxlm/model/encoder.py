@@ -11,6 +11,7 @@ layer and needs nothing above it).
 Example::
 
     >>> import torch
+import torch.utils.checkpoint
     >>> from infoxlm import Encoder, EncoderConfig
     >>> enc = Encoder(EncoderConfig.preset("tiny", vocab_size=100)).eval()
     >>> ids = torch.tensor([[0, 5, 6, 2], [0, 7, 2, 1]])
@@ -300,6 +301,8 @@ class Encoder(nn.Module):
         # Optional parts ("lm_head", "pooler") whose weights came from a checkpoint, not from
         # reset_parameters(); set by from_pretrained, read by save_pretrained.
         self.loaded_parts: set[str] = set()
+        # Activation checkpointing (see checkpoint_activations); off: every activation kept.
+        self.recompute_activations = False
         self.reset_parameters()
 
     @property
@@ -413,10 +416,14 @@ class Encoder(nn.Module):
         else:
             x = self.embeddings(input_ids, position_ids)  # (B, T, d)
         rows_in_top_layer = keep is not None and self.fast_paths.top_rows_only and num_layers > 0
+        # Recomputing a layer's activations in the backward pass costs one more forward of
+        # it and keeps only its input alive in between; pointless where nothing is kept.
+        recompute = self.recompute_activations and torch.is_grad_enabled()
         states = [x]
         for i, layer in enumerate(self.encoder.layer[:num_layers]):
             top = i == num_layers - 1
-            x = layer(x, attn_mask, packing if packed else None, keep if top and rows_in_top_layer else None)
+            args = (x, attn_mask, packing if packed else None, keep if top and rows_in_top_layer else None)
+            x = torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False) if recompute else layer(*args)
             states.append(x)
         if keep is not None and not rows_in_top_layer:  # the whole last state was computed: pick
             states[-1] = select_rows(x.reshape(-1, x.shape[-1]), keep)
@@ -429,6 +436,13 @@ class Encoder(nn.Module):
         BENCHMARKS.md, "GPU: one H100, base and large")."""
         for layer in self.encoder.layer:
             layer.compile(dynamic=True, backend=backend)
+
+    def checkpoint_activations(self) -> None:
+        """Keep only each layer's input through the forward pass and recompute the layer in
+        the backward pass (``torch.utils.checkpoint``, non-reentrant, dropout replayed exactly):
+        activation memory falls from every layer's intermediates to one state per layer, for
+        about a third more compute. The same gradients as without."""
+        self.recompute_activations = True
 
     def set_dropout(self, p: float) -> None:
         """Set hidden and attention dropout everywhere (e.g. 0 for continued pre-training)."""
@@ -469,6 +483,7 @@ class Encoder(nn.Module):
         for theirs, ours in zip(self.parameters(), other.parameters()):
             ours.requires_grad_(theirs.requires_grad)
         other.loaded_parts = set(self.loaded_parts)
+        other.recompute_activations = self.recompute_activations
         other.train(self.training)
         return other
 

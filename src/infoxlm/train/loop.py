@@ -259,6 +259,8 @@ class Trainer:
             encoder.reset_parameters(cfg.init_scheme)
         encoder.set_dropout(cfg.dropout)
         encoder.pooler.requires_grad_(False)  # not trained by any objective; kept for checkpoints
+        if self.config.run.activation_checkpointing:  # the key encoder, a copy, runs without gradients
+            encoder.checkpoint_activations()
         return encoder
 
     def _build_contrast(self) -> MomentumContrast | None:
