@@ -20,9 +20,9 @@ __all__ = ["CARD_NAME", "TRAINING_OVERRIDES", "UNIVERSAL_LAYER", "checkpoint_dir
 CARD_NAME = "README.md"
 
 # The masked LM's recipe on top of preset("demo"): MMLM alone, 64 blocks of up to 64 tokens a
-# step, dropout 0, lr 1e-3. Weights start from N(0, 0.02²) (XLM-R's initialisation): from the
-# paper's U[-0.02, 0.02] (the `demo` preset's) the loss sat at the unigram level (≈ 7.3–7.6)
-# for 900 steps, where from the normal draw it fell below 6.6 by step 175 (BENCHMARKS.md,
+# step, weights from N(0, 0.02²) (XLM-R's initialisation), dropout 0, lr 1e-3. With the demo
+# preset's U[-0.02, 0.02], dropout 0.1 and lr 2e-3 the loss sat at the unigram level
+# (7.2–7.6) from step 300 to 900; with these it fell below 6.6 by step 175 (BENCHMARKS.md,
 # "The paper's setting").
 TRAINING_OVERRIDES = (
     "data.tlm_batch_size=0",

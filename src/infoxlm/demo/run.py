@@ -27,7 +27,7 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -36,26 +36,28 @@ from ..data.prepare import prepare_monolingual, prepare_parallel
 from ..embedding import embed_layers
 from ..errors import InfoXLMError
 from ..eval.plots import plot_layerwise
-from ..eval.tatoeba import evaluate_tatoeba, resolve_languages
+from ..eval.tatoeba import default_layer, evaluate_tatoeba, resolve_languages
 from ..model.encoder import Encoder
 from ..model.fast_paths import FastPaths
+from ..model.hub import read_contrast_layer
 from ..tokenizer import Tokenizer
 from ..tokenizer_training import train_tokenizer
 from ..train.config import apply_overrides, preset
 from ..train.export import export
 from ..train.loop import pretrain
 from . import corpus
-from .settings import FULL, QUICK, DemoSettings
+from .checkpoint import checkpoint_dir
+from .settings import FULL, PAPER, QUICK, DemoSettings
+from .tables import format_tables
 
-__all__ = ["DemoSettings", "FULL", "QUICK", "MODELS", "run_demo", "format_tables"]
+__all__ = ["DemoSettings", "FULL", "QUICK", "PAPER", "MODELS", "run_demo", "format_tables"]
 
-# The two pre-training runs: directory name → (table label, overrides on top of the settings).
-# −XLCO keeps everything else (data, steps, seed, MMLM and TLM batches) identical.
-MODELS: dict[str, tuple[str, list[str]]] = {
-    "infoxlm": ("InfoXLM", []),
-    "no-xlco": ("−XLCO", ["data.xlco_batch_size=0"]),
-}
-SPLITS = ("dev", "test", "heldout")
+# The default demo's two pre-training runs: directory name → (table label, overrides on top of
+# the settings). −XLCO keeps everything else (data, steps, seed, MMLM and TLM batches) identical.
+MODELS: dict[str, tuple[str, tuple[str, ...]]] = {name: (label, extra) for name, label, extra in FULL.models}
+# The starting point of a setting that continues the shipped checkpoint, evaluated beside the
+# models (XLM-R's row in the paper's tables).
+START = "start"
 
 
 class DemoError(InfoXLMError):
@@ -100,7 +102,7 @@ def run_demo(
     timings["data"] = time.perf_counter() - t
 
     models: dict[str, dict[str, Any]] = {}
-    for name, (label, extra) in MODELS.items():
+    for name, label, extra in settings.models:
         t = time.perf_counter()
         log(f"[demo] pre-training {label} ({name}) …")
         run_dir = _pretrain(work / "runs" / name, store, settings, seed, extra, progress)
@@ -109,25 +111,31 @@ def run_demo(
 
     t = time.perf_counter()
     log("[demo] evaluating retrieval and transfer …")
-    retrieval_dirs = {split: _retrieval_files(work / "retrieval" / split, split, settings) for split in SPLITS}
+    retrieval_dirs = {split: _retrieval_files(work / "retrieval" / split, split, settings) for split in settings.splits}
     for name, model in models.items():
         model.update(_evaluate(Path(model["path"]), retrieval_dirs, settings, seed))
-    timings["evaluate"] = time.perf_counter() - t
     timings["pretrain"] = sum(m.pop("pretrain_seconds") for m in models.values())
+    if settings.from_checkpoint:
+        start = {"label": "Starting point (MMLM only)", "path": str(checkpoint_dir())}
+        models[START] = start | _evaluate(checkpoint_dir(), retrieval_dirs, settings, seed)
+    timings["evaluate"] = time.perf_counter() - t
 
     results = {
         "settings": {**settings.fingerprint(), "seed": seed},
+        "recipe": train_config(settings, seed, []).to_dict(),
         "models": models,
-        "summary": _summary(models),
-        "plots": _plots(out, models),
+        "summary": _summary(models, settings.splits),
+        "plots": _plots(out, models, settings.splits),
         "seconds": {**timings, "total": time.perf_counter() - started},
     }
     (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     tables = format_tables(results)
-    command = "infoxlm demo" + (" --quick" if settings is QUICK else "") + f" --seed {seed} --output {out}"
+    setting = "" if settings.name in ("full", "quick") else " --setting paper"
+    command = f"infoxlm demo{setting}" + (" --quick" if "quick" in settings.name else "") + f" --seed {seed} --output {out}"
     (out / "results.md").write_text(f"# infoxlm demo\n\n`{command}`\n\n{tables}\n", encoding="utf-8")
     log(tables)
-    log(f"[demo] {out}: results.json, results.md, *.png, infoxlm/, no-xlco/ ({results['seconds']['total']:.0f} s)")
+    written = ", ".join(f"{name}/" for name, _, _ in settings.models)
+    log(f"[demo] {out}: results.json, results.md, *.png, {written} ({results['seconds']['total']:.0f} s)")
     return results
 
 
@@ -151,39 +159,60 @@ def _claim_directory(work: Path, settings: DemoSettings, seed: int) -> None:
 
 
 def _prepare_data(work: Path, settings: DemoSettings, seed: int, log) -> Path:
+    """The demo's vocabulary (the checkpoint's, or learned once) and its token store:
+    monolingual and parallel."""
+    text = training_text(work, settings)
+    if settings.from_checkpoint:
+        tokenizer = Tokenizer.from_pretrained(checkpoint_dir())
+    else:
+        tokenizer = learn_vocabulary(work, settings, seed, log)
+    return tokenize_training_text(text, tokenizer, work / "store", log)
 
+
+def training_text(work: Path, settings: DemoSettings) -> dict[str, dict[str, Path]]:
+    """The corpus's training text as plain files under ``work/text``, for the settings' languages:
+    ``{"mono": {lang: path}, "parallel": {"en-xx": path}, "sides": {lang: path}}``, where a
+    side file holds one language's side of the training pairs, a sentence a line."""
     wanted = set(settings.languages or corpus.languages())
     text = corpus.export_training_text(work / "text")
     mono = {lang: p for lang, p in text["mono"].items() if lang == "en" or lang in wanted}
     parallel = {pair: p for pair, p in text["parallel"].items() if pair.split("-")[1] in wanted}
+    sides: dict[str, list[str]] = {}
+    for pair, path in parallel.items():
+        en_lines, xx_lines = _split_tsv(path)
+        sides.setdefault("en", []).extend(en_lines)
+        sides.setdefault(pair.split("-")[1], []).extend(xx_lines)
+    side_files = {lang: _write_lines(work / "text" / "sides" / f"{lang}.txt", lines) for lang, lines in sides.items()}
+    return {"mono": mono, "parallel": parallel, "sides": side_files}
 
+
+def learn_vocabulary(work: Path, settings: DemoSettings, seed: int, log) -> Tokenizer:
+    """The settings' SentencePiece vocabulary in ``work/tokenizer`` (reused when it is there)."""
     tokenizer_dir = work / "tokenizer"
     if (tokenizer_dir / "tokenizer.json").is_file():
-        tokenizer = Tokenizer.from_pretrained(tokenizer_dir)
         log(f"[demo] reusing the vocabulary in {tokenizer_dir}")
-    else:
-        # The vocabulary sees every language's text: monolingual and both sides of the pairs,
-        # so that pieces of the parallel-only vocabulary (UI strings) are not left as <unk>.
-        files: dict[str, list[Path]] = {lang: [p] for lang, p in mono.items()}
-        english_sides = []
-        for pair, path in parallel.items():
-            xx = pair.split("-")[1]
-            en_lines, xx_lines = _split_tsv(path)
-            english_sides += en_lines
-            files.setdefault(xx, []).append(_write_lines(work / "text" / "sides" / f"{xx}.txt", xx_lines))
-        files.setdefault("en", []).append(_write_lines(work / "text" / "sides" / "en.txt", english_sides))
-        log(f"[demo] learning a {settings.vocab_size}-piece vocabulary …")
-        # One trainer thread: the vocabulary (and so the whole table) is the same on any machine.
-        tokenizer = train_tokenizer(
-            files, tokenizer_dir, vocab_size=settings.vocab_size, max_sentences=settings.tokenizer_sentences,
-            seed=seed, threads=1,
-        )
+        return Tokenizer.from_pretrained(tokenizer_dir)
+    text = training_text(work, settings)
+    # The vocabulary sees every language's text: monolingual and both sides of the pairs,
+    # so that pieces of the parallel-only vocabulary (UI strings) are not left as <unk>.
+    files: dict[str, list[Path]] = {lang: [p] for lang, p in text["mono"].items()}
+    for lang, path in text["sides"].items():
+        files.setdefault(lang, []).append(path)
+    log(f"[demo] learning a {settings.vocab_size}-piece vocabulary …")
+    # One trainer thread: the vocabulary (and so the whole table) is the same on any machine.
+    return train_tokenizer(
+        files, tokenizer_dir, vocab_size=settings.vocab_size, max_sentences=settings.tokenizer_sentences,
+        seed=seed, threads=1,
+    )
 
-    store = work / "store"
-    log(f"[demo] tokenizing {len(mono)} monolingual and {len(parallel)} parallel corpora into {store} …")
-    for lang, path in mono.items():  # each call returns at once when its corpus is up to date
+
+def tokenize_training_text(text: dict[str, dict[str, Path]], tokenizer: Tokenizer, store: Path, log) -> Path:
+    """Monolingual and parallel corpora into one store (each call returns at once when its
+    corpus is up to date there)."""
+    log(f"[demo] tokenizing {len(text['mono'])} monolingual and {len(text['parallel'])} parallel corpora into {store} …")
+    for lang, path in text["mono"].items():
         prepare_monolingual(lang, [path], tokenizer, store, show_progress=False)
-    for pair, path in parallel.items():
+    for pair, path in text["parallel"].items():
         prepare_parallel(pair, tokenizer, store, tsv=path, show_progress=False)
     return store
 
@@ -206,15 +235,19 @@ def _write_lines(path: Path, lines: list[str]) -> Path:
 # --- 2. pre-training ----------------------------------------------------------------------
 
 
-def train_config(settings: DemoSettings, seed: int, extra: list[str]):
-    """preset("demo") + the settings' overrides + the model's own (−XLCO: no XLCO batch)."""
+def train_config(settings: DemoSettings, seed: int, extra: Sequence[str]):
+    """The settings' preset + their overrides + the model's own (−XLCO: no XLCO batch), from
+    the shipped checkpoint where the settings continue it."""
 
-    config = preset("demo")
-    apply_overrides(config, [*settings.train_overrides, *extra, f"run.seed={seed}"])
+    config = preset(settings.preset)
+    start = []
+    if settings.from_checkpoint:  # its universal layer is recorded with it (its model card says how chosen)
+        start = [f"model.init={checkpoint_dir()}", f"contrast.layer={read_contrast_layer(checkpoint_dir())}"]
+    apply_overrides(config, [*start, *settings.train_overrides, *extra, f"run.seed={seed}"])
     return config
 
 
-def _pretrain(run_dir: Path, store: Path, settings: DemoSettings, seed: int, extra: list[str], progress: bool) -> Path:
+def _pretrain(run_dir: Path, store: Path, settings: DemoSettings, seed: int, extra: Sequence[str], progress: bool) -> Path:
 
     # pretrain() resumes from the run's last checkpoint, so a finished run costs nothing.
     return pretrain(train_config(settings, seed, extra), store, run_dir, progress=progress)
@@ -254,9 +287,13 @@ def _evaluate(model_dir: Path, retrieval_dirs: dict[str, Path], settings: DemoSe
     for split, folder in retrieval_dirs.items():
         codes = resolve_languages(None, str(folder))
         retrieval[split] = evaluate_tatoeba(encoder, tokenizer, str(folder), codes, layers)["layers"]
-    # The layer for the tables and the classifier: best on dev (both directions), never test.
-    dev = retrieval["dev"]
-    layer = max(layers, key=lambda k: (sum(dev[k]["average"].values()), k))
+    # The layer for the tables and the classifier: best on dev (both directions), never test;
+    # without a dev split, the one `infoxlm eval tatoeba` reads by default (the universal layer).
+    if "dev" in retrieval:
+        dev = retrieval["dev"]
+        layer = max(layers, key=lambda k: (sum(dev[k]["average"].values()), k))
+    else:
+        layer = default_layer(encoder.num_layers, read_contrast_layer(model_dir))[0]
     return {
         "layer": layer,
         "retrieval": retrieval,
@@ -327,10 +364,10 @@ def _fit_softmax(x: torch.Tensor, y: torch.Tensor, num_classes: int, seed: int, 
 # --- 4. output ----------------------------------------------------------------------------
 
 
-def _summary(models: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _summary(models: dict[str, dict[str, Any]], splits: Sequence[str]) -> dict[str, Any]:
     """Average top-1 per split and model at the model's chosen layer, and transfer accuracy."""
     summary: dict[str, Any] = {}
-    for split in SPLITS:
+    for split in splits:
         summary[split] = {
             name: {"layer": m["layer"], **m["retrieval"][split][m["layer"]]["average"]} for name, m in models.items()
         }
@@ -342,12 +379,14 @@ def _summary(models: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def _plots(out: Path, models: dict[str, dict[str, Any]]) -> list[str]:
-
+def _plots(out: Path, models: dict[str, dict[str, Any]], splits: Sequence[str]) -> list[str]:
+    """Layer-wise retrieval (InfoXLM against −XLCO, and the starting point where there is one)
+    on the test and held-out splits, and the training losses."""
     written = []
+    shown = [name for name in ("infoxlm", "no-xlco", START) if name in models]
     for split, title in (("test", "test split"), ("heldout", "held-out split (Firefox)")):
         curves = {
-            m["label"]: {k: r["average"] for k, r in m["retrieval"][split].items()} for m in models.values()
+            models[n]["label"]: {k: r["average"] for k, r in models[n]["retrieval"][split].items()} for n in shown
         }
         written.append(str(plot_layerwise(curves, out / f"retrieval_{split}.png", f"Retrieval by layer, {title}")))
     written.append(str(_plot_losses(out / "loss.png", models)))
@@ -364,6 +403,8 @@ def _plot_losses(path: Path, models: dict[str, dict[str, Any]]) -> Path:
     objectives = ("loss/mmlm", "loss/tlm", "loss/xlco")
     fig, axes = plt.subplots(1, len(objectives), figsize=(10.0, 3.2), dpi=120)
     for model in models.values():
+        if "run" not in model:  # the starting point was not trained here
+            continue
         rows = [json.loads(line) for line in Path(model["run"], "metrics.jsonl").read_text().splitlines() if line]
         for ax, key in zip(axes, objectives):
             points = [(r["step"], r[key]) for r in rows if key in r]
@@ -379,35 +420,3 @@ def _plot_losses(path: Path, models: dict[str, dict[str, Any]]) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
-
-
-def format_tables(results: dict[str, Any]) -> str:
-    """Markdown tables (they read as plain text on a terminal too)."""
-    models = results["models"]
-    names = list(models)
-    labels = [models[n]["label"] for n in names]
-    lines = []
-    for split, title in (("test", "test"), ("heldout", "held-out (Firefox, never trained on)")):
-        layers = ", ".join(f"{models[n]['label']} layer {models[n]['layer']}" for n in names)
-        lines += [f"Retrieval top-1 (%), {title} split ({layers}; layers chosen on dev)", ""]
-        header = ["lang"] + [f"{lab} {d}" for d in ("xx→en", "en→xx") for lab in labels]
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        codes = list(models[names[0]]["retrieval"][split][models[names[0]]["layer"]]["languages"])
-        for code in codes + ["average"]:
-            cells = [f"**{code}**" if code == "average" else code]
-            for direction in ("xx2en", "en2xx"):
-                for n in names:
-                    scores = models[n]["retrieval"][split][models[n]["layer"]]
-                    value = scores["average"] if code == "average" else scores["languages"][code]
-                    cells.append(f"{value[direction]:.1f}")
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
-    lines += ["Transfer: LibreOffice module classification (%), classifier trained on English only", ""]
-    langs = list(models[names[0]]["classification"]["accuracy"])
-    header = ["model", "layer"] + langs + ["others avg", "gap (en − others)"]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for n in names:
-        c = models[n]["classification"]
-        extra = [f"{c['average_others']:.1f}", f"{c['transfer_gap']:.1f}"] if c["transfer_gap"] is not None else ["–", "–"]
-        lines.append("| " + " | ".join([models[n]["label"], str(c["layer"])] + [f"{c['accuracy'][l]:.1f}" for l in langs] + extra) + " |")
-    return "\n".join(lines) + "\n"
