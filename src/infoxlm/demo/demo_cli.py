@@ -21,10 +21,12 @@ def add_demo_command(commands: argparse._SubParsersAction) -> None:
             "About 12 minutes on two CPU cores; --quick takes under two minutes and only checks the "
             "pipeline. Re-running into the same DIR reuses the vocabulary, store and finished runs.\n\n"
             "--setting paper runs the paper's main setting instead: it continues the small pre-trained "
-            "masked LM shipped with infoxlm (XLM-R's stand-in) with the paper's own recipe, scaled to two "
-            "CPU cores, and trains InfoXLM and its ablations (no-xlco, no-tlm, no-mixup, no-momentum, "
-            "last-layer; DIR/NAME each), then writes tables shaped like the paper's ablation tables with "
-            "its numbers beside, and the layer-wise retrieval figure (InfoXLM, -XLCO, the starting point)."
+            "masked LM shipped with infoxlm (XLM-R's stand-in) with the paper's recipe scaled to two CPU "
+            "cores (the contrast changed where the paper's does not work at this scale: see BENCHMARKS.md, "
+            "\"The paper's setting\"), trains InfoXLM and its ablations (no-xlco, no-tlm, no-mixup, "
+            "no-momentum, last-layer; DIR/NAME each), and writes tables shaped like the paper's ablation "
+            "tables with its numbers beside, and the layer-wise retrieval figure (InfoXLM, -XLCO, the "
+            "starting point). About 40 minutes on two CPU cores."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: infoxlm demo --output out/demo    then: infoxlm eval tatoeba --model out/demo/infoxlm …",

@@ -11,6 +11,11 @@ One function, :func:`run_demo`, runs the whole experiment on the corpus shipped 
    split, both directions) and zero-shot transfer of an English-trained classifier;
 5. write ``results.json``, ``results.md`` and PNG plots, and return the results.
 
+With ``settings=PAPER`` (``infoxlm demo --setting paper``) step 1 uses the shipped
+checkpoint's vocabulary, step 2 continues that checkpoint instead of starting from scratch
+and trains the settings' six models (InfoXLM and the paper's ablations), and step 4 scores
+every model (and the starting point) at its universal layer on the test and held-out splits.
+
 Intermediate files live in ``DIR/work``; a second call with the same settings reuses the
 tokenizer, the store and finished runs, so only evaluation is repeated.
 
