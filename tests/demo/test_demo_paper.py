@@ -101,7 +101,7 @@ def test_the_paper_setting_end_to_end(tmp_path):
     results = run_demo(out, seed=0, settings=PAPER_QUICK, progress=False, log=lambda _: None)
     saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert set(saved["models"]) == {*NAMES, "start"}
-    assert saved["recipe"]["contrast"]["pooling"] == "cls" and saved["recipe"]["model"]["init"] == str(checkpoint_dir())
+    assert saved["recipe"]["contrast"]["pooling"] == "mean" and saved["recipe"]["model"]["init"] == str(checkpoint_dir())
     for name in NAMES:
         model = saved["models"][name]
         assert set(model["retrieval"]) == {"test", "heldout"}

@@ -11,7 +11,6 @@ layer and needs nothing above it).
 Example::
 
     >>> import torch
-import torch.utils.checkpoint
     >>> from infoxlm import Encoder, EncoderConfig
     >>> enc = Encoder(EncoderConfig.preset("tiny", vocab_size=100)).eval()
     >>> ids = torch.tensor([[0, 5, 6, 2], [0, 7, 2, 1]])
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
