@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     text = training_text(args.work, FULL)
-    tokenizer = learn_vocabulary(args.work, FULL, args.seed, print)
+    tokenizer = learn_vocabulary(text, args.work / "tokenizer", FULL, args.seed, print)
     store = args.work / "store"
     for lang in text["mono"].keys() | text["sides"].keys():
         inputs = [p for p in (text["mono"].get(lang), text["sides"].get(lang)) if p is not None]
@@ -95,7 +95,8 @@ def _to_float16(path: Path) -> None:
 def _write_card(directory: Path, config, overrides: list[str], seconds: float, mmlm_loss: float) -> None:
     """README.md (the model card) and the licence files of the data it was trained on."""
     source = corpus.corpus_dir()
-    for licence in sorted(source.glob("LICENSE*")):
+    licences = sorted(source.glob("LICENSE.*.txt"))  # the corpus's LICENSES.md lists its own files: not copied
+    for licence in licences:
         shutil.copy(licence, directory / licence.name)
     (directory / "README.md").unlink(missing_ok=True)  # export's generic card; this one replaces it
     model = config.model
@@ -116,8 +117,9 @@ with **multilingual masked language modelling only** by `scripts/build_demo_chec
   masked LM retrieves translations best on the demo's dev split, the paper's principle for
   choosing where XLCO contrasts.
 - Data licences: the corpus is built from LibreOffice (MPL-2.0) and Django (BSD-3-Clause)
-  translations; see {', '.join(p.name for p in sorted(source.glob('LICENSE*')))} here and the corpus's
-  README and LICENSES.md.
+  translations, and the weights are made from that text; see {' and '.join(p.name for p in licences)}
+  here, and the corpus's README and LICENSES.md (`src/infoxlm/demo/corpus/`) for which text
+  comes from which source under which terms.
 
 It is a demonstration model trained on a few megabytes of software text, not a general-purpose
 encoder.

@@ -10,10 +10,9 @@ corpus's training text; its model card says how. ``infoxlm demo --setting paper`
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
-from ..errors import DataError
+from . import shipped_dir
 
 __all__ = ["CARD_NAME", "TRAINING_OVERRIDES", "UNIVERSAL_LAYER", "checkpoint_dir"]
 
@@ -44,10 +43,4 @@ UNIVERSAL_LAYER = 3
 
 def checkpoint_dir() -> Path:
     """The shipped checkpoint's directory (inside the installed package)."""
-    path = Path(str(resources.files("infoxlm.demo") / "checkpoint"))
-    if not (path / "config.json").is_file():
-        raise DataError(
-            f"{path}: the demo's pre-trained checkpoint is missing (no config.json); reinstall infoxlm, "
-            "whose package data must include demo/checkpoint/*, or rebuild it with scripts/build_demo_checkpoint.py"
-        )
-    return path
+    return shipped_dir("checkpoint", "config.json", "the demo's pre-trained checkpoint", "build_demo_checkpoint.py")

@@ -30,10 +30,10 @@ from __future__ import annotations
 import functools
 import json
 import unicodedata
-from importlib import resources
 from pathlib import Path
 
 from infoxlm.data.text_files import read_decompressed
+from infoxlm.demo import shipped_dir
 from infoxlm.errors import DataError
 
 __all__ = [
@@ -58,13 +58,7 @@ RETRIEVAL_SPLITS = {"dev": "tatoeba-dev", "test": "tatoeba", "heldout": "tatoeba
 
 def corpus_dir() -> Path:
     """The directory of the shipped corpus (inside the installed package)."""
-    path = Path(str(resources.files("infoxlm.demo") / "corpus"))
-    if not (path / "manifest.json").is_file():
-        raise DataError(
-            f"{path}: the demo corpus is missing (no manifest.json); reinstall infoxlm, whose "
-            "package data must include demo/corpus/*, or rebuild it with scripts/build_demo_corpus.py"
-        )
-    return path
+    return shipped_dir("corpus", "manifest.json", "the demo corpus", "build_demo_corpus.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -52,7 +52,7 @@ from ..train.export import export
 from ..train.loop import pretrain
 from . import corpus
 from .checkpoint import checkpoint_dir
-from .settings import FULL, PAPER, QUICK, DemoSettings
+from .settings import FULL, PAPER, PAPER_QUICK, QUICK, DemoSettings
 from .tables import format_tables
 
 __all__ = ["DemoSettings", "FULL", "QUICK", "PAPER", "MODELS", "run_demo", "format_tables"]
@@ -135,8 +135,9 @@ def run_demo(
     }
     (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     tables = format_tables(results)
-    setting = "" if settings.name in ("full", "quick") else " --setting paper"
-    command = f"infoxlm demo{setting}" + (" --quick" if "quick" in settings.name else "") + f" --seed {seed} --output {out}"
+    setting = " --setting paper" if settings.from_checkpoint else ""
+    quick_flag = " --quick" if settings in (QUICK, PAPER_QUICK) else ""
+    command = f"infoxlm demo{setting}{quick_flag} --seed {seed} --output {out}"
     (out / "results.md").write_text(f"# infoxlm demo\n\n`{command}`\n\n{tables}\n", encoding="utf-8")
     log(tables)
     written = ", ".join(f"{name}/" for name, _, _ in settings.models)
@@ -170,7 +171,7 @@ def _prepare_data(work: Path, settings: DemoSettings, seed: int, log) -> Path:
     if settings.from_checkpoint:
         tokenizer = Tokenizer.from_pretrained(checkpoint_dir())
     else:
-        tokenizer = learn_vocabulary(work, settings, seed, log)
+        tokenizer = learn_vocabulary(text, work / "tokenizer", settings, seed, log)
     return tokenize_training_text(text, tokenizer, work / "store", log)
 
 
@@ -191,13 +192,14 @@ def training_text(work: Path, settings: DemoSettings) -> dict[str, dict[str, Pat
     return {"mono": mono, "parallel": parallel, "sides": side_files}
 
 
-def learn_vocabulary(work: Path, settings: DemoSettings, seed: int, log) -> Tokenizer:
-    """The settings' SentencePiece vocabulary in ``work/tokenizer`` (reused when it is there)."""
-    tokenizer_dir = work / "tokenizer"
+def learn_vocabulary(
+    text: dict[str, dict[str, Path]], tokenizer_dir: Path, settings: DemoSettings, seed: int, log
+) -> Tokenizer:
+    """The settings' SentencePiece vocabulary, learned from ``text`` (``training_text``'s) into
+    ``tokenizer_dir``, or read from there when it already is."""
     if (tokenizer_dir / "tokenizer.json").is_file():
         log(f"[demo] reusing the vocabulary in {tokenizer_dir}")
         return Tokenizer.from_pretrained(tokenizer_dir)
-    text = training_text(work, settings)
     # The vocabulary sees every language's text: monolingual and both sides of the pairs,
     # so that pieces of the parallel-only vocabulary (UI strings) are not left as <unk>.
     files: dict[str, list[Path]] = {lang: [p] for lang, p in text["mono"].items()}
