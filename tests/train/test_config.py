@@ -31,7 +31,7 @@ def test_overrides_parse_to_the_fields_type():
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("optim.lr=fast", "expected a float"),
+        ("optim.lr=fast", "expected a number"),
         ("nosuch.x=1", "unknown section 'nosuch'"),
         ("optim.speed=1", "optim has no field 'speed'"),
         ("data.block_size=2", "block_size must be an integer >= 3"),
@@ -60,7 +60,7 @@ def test_config_file(tmp_path):
         ("optim.lr=-1", "optim.lr=-1.0: expected a finite number > 0"),
         ("optim.lr=nan", "optim.lr=nan"),
         ("optim.lr=null", "optim.lr=null"),
-        ("optim.lr=true", "optim.lr='true': expected a float, not true or false"),
+        ("optim.lr=true", "optim.lr='true': expected a number, not true or false"),
         ("optim.betas=[0.9, 1.5]", "optim.betas"),
         ("optim.max_steps=0", "optim.max_steps=0: expected an integer >= 1"),
         ("optim.warmup_steps=-1", "optim.warmup_steps=-1"),
@@ -212,3 +212,13 @@ def test_compiling_is_left_to_the_device_unless_told():
     assert resolve_config(preset("base"), torch.device("cpu")).run.compile is False
     told = apply_overrides(preset("base"), ["run.compile=false"])
     assert resolve_config(told, torch.device("cuda")).run.compile is False
+
+
+def test_a_field_that_may_be_unset_parses_as_its_declared_type_and_auto_unsets_it():
+    config = apply_overrides(preset("base"), ["data.max_tokens=98304", "run.compile=true", "run.wandb_name=auto"])
+    assert (config.data.max_tokens, config.run.compile, config.run.wandb_name) == (98304, True, "auto")
+    config = apply_overrides(config, ["data.max_tokens=auto", "run.compile=auto", "run.wandb_name=null"])
+    assert (config.data.max_tokens, config.run.compile, config.run.wandb_name) == (None, None, None)
+    assert preset("base").data.max_tokens is None and preset("demo").data.max_tokens == 8192
+    with pytest.raises(ConfigError, match="data.max_tokens='lots': expected an integer"):
+        apply_overrides(preset("base"), ["data.max_tokens=lots"])

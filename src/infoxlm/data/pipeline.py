@@ -20,6 +20,8 @@ Example:
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -33,9 +35,10 @@ from .sampling import SAMPLING_UNITS, check_alpha, language_probabilities
 from .schedule import MASK, MASK_KEY, OBJECTIVE_IDS, plan_blocks, plan_mixup, plan_pairs, rank_slots
 from .store import StoreError, TokenStore
 
-__all__ = ["PipelineConfig", "DataPipeline", "StepData", "ObjectiveStats"]
+__all__ = ["DEFAULT_MAX_TOKENS", "PipelineConfig", "DataPipeline", "StepData", "ObjectiveStats"]
 
 OBJECTIVES = ("mmlm", "tlm", "xlco")
+DEFAULT_MAX_TOKENS = 16384
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,9 @@ class PipelineConfig:
     random_token_prob: float = 0.1  # of the selected: → random piece (rest unchanged)
     mixup: bool = True  # XLCO mixup contrast (paper §3.3)
     mask_xlco: bool = True  # mask the XLCO views too, at the same rates (as the authors' code)
-    max_tokens: int = 16384  # padded tokens per micro-batch
+    # Padded tokens per micro-batch. None: left to the trainer (a GPU run picks it from its
+    # memory, train/token_budget.py); DEFAULT_MAX_TOKENS wherever nothing picks it.
+    max_tokens: int | None = None
 
     def __post_init__(self):
         def integer(name: str, smallest: int) -> int:
@@ -81,27 +86,33 @@ class PipelineConfig:
         integer("block_size", 3)
         integer("tlm_max_length", 5)
         integer("xlco_max_length", 5)
-        integer("max_tokens", 1)
+        if self.max_tokens is not None:
+            integer("max_tokens", 1)
         check_mask_rates(self.mask_prob, self.mask_token_prob, self.random_token_prob)
         for name in ("mixup", "mask_xlco"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         # One example must fit a micro-batch (an XLCO example is both of its views).
-        needs = {
-            "mmlm": ("block_size", self.block_size),
-            "tlm": ("tlm_max_length", self.tlm_max_length),
-            "xlco": ("2 * xlco_max_length", 2 * self.xlco_max_length),
-        }
+        what = {"mmlm": "block_size", "tlm": "tlm_max_length", "xlco": "2 * xlco_max_length"}
         for objective in self.enabled:
-            what, size = needs[objective]
-            if size > self.max_tokens:
+            size = self.longest_example(objective)
+            if size > self.token_budget:
                 raise ValueError(
-                    f"max_tokens={self.max_tokens} is smaller than one {objective} example ({what} = {size}); "
-                    f"raise max_tokens to at least {size}"
+                    f"max_tokens={self.token_budget} is smaller than one {objective} example "
+                    f"({what[objective]} = {size}); raise max_tokens to at least {size}"
                 )
 
     def batch_size(self, objective: str) -> int:
         return getattr(self, f"{objective}_batch_size")
+
+    def longest_example(self, objective: str) -> int:
+        """Tokens of the objective's longest example (both views for XLCO)."""
+        return {"mmlm": self.block_size, "tlm": self.tlm_max_length, "xlco": 2 * self.xlco_max_length}[objective]
+
+    @property
+    def token_budget(self) -> int:
+        """The micro-batch budget in force: ``max_tokens``, or DEFAULT_MAX_TOKENS where unset."""
+        return DEFAULT_MAX_TOKENS if self.max_tokens is None else self.max_tokens
 
     @property
     def enabled(self) -> tuple[str, ...]:
@@ -215,6 +226,13 @@ class DataPipeline:
         self._mono_p = np.array([self.language_probabilities.get(x, 0.0) for x in b.languages])
         self._pair_p = np.array([self.pair_probabilities.get(x, 0.0) for x in b.pairs])
 
+    def with_max_tokens(self, max_tokens: int) -> "DataPipeline":
+        """This pipeline cutting its micro-batches to another budget; the store is not read
+        again (the budget decides how examples are grouped, not which)."""
+        cut = copy.copy(self)
+        cut.config = dataclasses.replace(self.config, max_tokens=max_tokens)
+        return cut
+
     # ------------------------------------------------------------------------------------
     def step(self, step: int, rank: int = 0, world_size: int = 1) -> StepData:
         """This rank's micro-batches for optimizer step ``step``.
@@ -230,7 +248,7 @@ class DataPipeline:
         started = time.perf_counter()
         batches: dict[str, list] = {o: [] for o in OBJECTIVES}
         stats = {o: ObjectiveStats() for o in OBJECTIVES}
-        budget = self.config.max_tokens
+        budget = self.config.token_budget
         for objective in self.config.enabled:
             slots = rank_slots(self.config.batch_size(objective), rank, world_size)
             if len(slots) == 0:

@@ -40,10 +40,10 @@ POOLINGS = ("cls", "mean")
 KEY_WARMUPS = ("copy", "momentum")
 PARALLELISMS = ("ddp", "fsdp")
 # How a run executes, not what it computes: a run may continue with other values of these
-# (another device, world size or parallelism) without --allow-config-change.
+# (another device, world size, parallelism or micro-batch budget) without --allow-config-change.
 EXECUTION_FIELDS = (
     "run.device", "run.parallelism", "run.async_checkpoint", "run.compile", "run.collective_timeout_s",
-    "run.activation_checkpointing",
+    "run.activation_checkpointing", "data.max_tokens",
 )
 
 
@@ -312,9 +312,21 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-def _parse_value(text: str, current: Any, name: str) -> Any:
-    """Interpret an override's text as the type of the field it replaces."""
+# A field left unset (None) is parsed as the type its annotation names beside None.
+_UNSET_PROTOTYPES = {"int | None": 0, "bool | None": False, "str | None": ""}
+_KIND_NAMES = {int: "an integer", float: "a number", tuple: "a list of numbers"}
+
+
+def _parse_value(text: str, current: Any, name: str, annotation: str = "") -> Any:
+    """Interpret an override's text as the type of the field it replaces (``annotation``: the
+    field's declared type, which decides for a field now None). ``null`` (or ``auto`` where
+    the field is a number or switch that may be left unset) unsets a field."""
     lowered = text.strip().lower()
+    optional = annotation in _UNSET_PROTOTYPES
+    if lowered in ("none", "null") or (lowered == "auto" and optional and annotation != "str | None"):
+        return None  # the section's validation refuses it where a value is required
+    if current is None:
+        current = _UNSET_PROTOTYPES.get(annotation)
     if isinstance(current, bool):
         if lowered in ("true", "1", "yes", "on"):
             return True
@@ -325,14 +337,10 @@ def _parse_value(text: str, current: Any, name: str) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError:
         value = text  # a bare string such as a path or a schedule name
-    if lowered in ("none", "null"):
-        return None  # the section's validation refuses it where a value is required
-    if current is None and lowered in ("true", "false"):  # an optional switch left unset (run.compile)
-        return lowered == "true"
     if current is None or isinstance(current, str):  # a name or a path: the text itself
         return value if isinstance(value, str) else text.strip()
     if isinstance(value, bool):  # JSON true / false where a number belongs
-        raise ConfigError(f"{name}={text!r}: expected a {type(current).__name__}, not true or false")
+        raise ConfigError(f"{name}={text!r}: expected {_KIND_NAMES.get(type(current), type(current).__name__)}, not true or false")
     try:
         if isinstance(current, int) and not isinstance(value, bool):
             if isinstance(value, float) and not value.is_integer():
@@ -343,7 +351,7 @@ def _parse_value(text: str, current: Any, name: str) -> Any:
         if isinstance(current, tuple):
             return tuple(float(v) for v in value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name}={text!r}: expected a {type(current).__name__}") from None
+        raise ConfigError(f"{name}={text!r}: expected {_KIND_NAMES.get(type(current), type(current).__name__)}") from None
     return value
 
 
@@ -364,13 +372,14 @@ def apply_overrides(config: TrainConfig, overrides: list[str]) -> TrainConfig:
                 f"override {item!r}: {section_name} has no field {field_name!r}; expected one of {sorted(known)}"
             )
         current = getattr(section, field_name)
+        annotation = next(f.type for f in dataclasses.fields(section) if f.name == field_name)
         if section_name == "model" and field_name == "overrides":
             try:
                 value = json.loads(text)
             except json.JSONDecodeError:
                 value = text  # refused by ModelConfig.validate
         else:
-            value = _parse_value(text, current, name)
+            value = _parse_value(text, current, name, annotation)
         # A new section, validated at construction: an invalid value never lands in the config.
         if section_name == "data":  # PipelineConfig (data/) says "field must be …" in its messages
             try:

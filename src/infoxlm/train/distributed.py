@@ -94,6 +94,12 @@ def all_reduce_max(x: torch.Tensor, world: World) -> torch.Tensor:
     return x
 
 
+def all_reduce_min(x: torch.Tensor, world: World) -> torch.Tensor:
+    if world.distributed:
+        dist.all_reduce(x, op=dist.ReduceOp.MIN)
+    return x
+
+
 def barrier(world: World) -> None:
     """Wait until every rank gets here (no-op in one process)."""
     if world.distributed:

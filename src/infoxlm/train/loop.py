@@ -60,8 +60,9 @@ from .joint_step import NO_PHASES, StepPhases, build_joint_step, computes_in_bf1
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .flops import ModelShape, mfu, peak_bf16_flops, step_data_flops
 from .optim import linear_warmup_decay
-from .parallelism import whole_state
+from .parallelism import is_sharded, whole_state
 from .stopping import StopRequest
+from .token_budget import resolve_max_tokens
 from .store_identity import TOKENIZER_FILES, corpus_changes, store_identity, tokenizer_change, tokenizer_file_fingerprints
 
 # The queue pre-fill draws its own XLCO examples, from a seed stream apart from training's.
@@ -129,6 +130,7 @@ class Trainer:
         self.stop = StopRequest()  # pretrain() hands in its own: --stop-at, SIGTERM / SIGUSR1
         if resume_state is not None:
             self._resume(resume_state, found)
+        self._choose_max_tokens()
         self._write_run_directory()  # only now: a run that cannot start leaves nothing changed
 
     # --- set-up ---------------------------------------------------------------------------
@@ -262,6 +264,18 @@ class Trainer:
         if self.config.run.activation_checkpointing:  # the key encoder, a copy, runs without gradients
             encoder.checkpoint_activations()
         return encoder
+
+    def _choose_max_tokens(self) -> None:
+        """data.max_tokens left unset: 16,384 on a CPU; on a GPU the largest micro-batch budget
+        whose estimated peak fits the memory left with the model in place (train/token_budget.py)."""
+        tokens, how = resolve_max_tokens(
+            self.config, self.world, self.model, self.pipeline, self.step,
+            bf16=computes_in_bf16(self.config, self.world), sharded=is_sharded(self.model),
+        )  # fmt: skip
+        self.config.data = dataclasses.replace(self.config.data, max_tokens=tokens)
+        self.pipeline = self.pipeline.with_max_tokens(tokens)
+        if how and self.world.is_main:
+            print(how, flush=True)
 
     def _build_contrast(self) -> MomentumContrast | None:
         if "xlco" not in self.config.data.enabled:

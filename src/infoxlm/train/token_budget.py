@@ -1,0 +1,258 @@
+"""The micro-batch token budget a run picks for itself when ``data.max_tokens`` is left unset.
+
+``data.max_tokens`` bounds each objective's micro-batch (padded tokens: rows × longest row,
+both views for XLCO); the step accumulates gradients over as many micro-batches as a
+rank's share of the global batch needs, so the budget decides speed and memory, never what
+a step computes (losses are normalised by global counts). On a GPU larger micro-batches are
+faster (fewer kernel launches, fuller matrix products: BENCHMARKS.md, "Compiled layers and
+large micro-batches"), so a GPU run takes the largest rung of ``LADDER`` whose estimated peak
+fits the memory the device has left once the model is on it. A CPU run uses 16,384, as
+it always has. ``--set data.max_tokens=N`` fixes it by hand.
+
+The estimate (bytes on one device; values in bf16 under autocast, fp32 otherwise):
+
+- what the first step still allocates beside the weights already placed: fp32 gradients (4
+  bytes per trainable parameter held on this device), AdamW's two moments (8), the bf16
+  weight copies autocast keeps for a forward (2; under FSDP, two gathered layers instead),
+  DDP's gradient buckets (4) with several processes;
+- the fullest micro-step. The step aligns the objectives' micro-batch lists to end together
+  (``joint_step.aligned_micro_batch``), so its last micro-step can hold a full micro-batch of
+  every objective at once: MMLM and TLM tokens through every layer, the XLCO query view (half
+  of its micro-batch) through the layers up to the universal one, the key view one layer at a
+  time without gradients. Each objective's micro-batch holds min(budget, the tokens of this
+  rank's share of a step) tokens, the share bounded by its examples × the longest example
+  and by 1.25 × the most seen in the next 8 steps' data (drawn at the start: a step's data is
+  a pure function of its number). Per layer and token the backward pass keeps
+  ``18·d + 4·f`` bytes in bf16 (d the hidden size, f the feed-forward size): the layer's
+  input, Q, K, V and the attention output (flash attention keeps no score matrix), the
+  feed-forward's input and its inner activation before and after the GELU, the two
+  LayerNorms' inputs (2 bytes each), the two dropout masks (1 byte each). With activation
+  checkpointing a layer keeps its input (2·d) and one layer at a time is recomputed;
+- the vocabulary logits of the masked tokens (``mask_prob`` of the MMLM and TLM tokens) and
+  their gradient, 2 + 2 bytes per vocabulary entry in bf16;
+- a margin of max(2 GiB, 5 % of the device) for the CUDA context, cuBLAS workspaces, the
+  allocator's fragmentation and NCCL's buffers.
+
+Against the two peaks measured on an H100 (BENCHMARKS.md, "GPU: one H100, base and large":
+base at 98,304 tokens, large at 16,384) the estimate is 4–5 % high (``tests/train/
+test_token_budget.py`` recomputes both from the benchmark's own batches).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..data.pipeline import DEFAULT_MAX_TOKENS
+from .distributed import World, all_reduce_min
+
+GIB = 1024**3
+LADDER = tuple(range(8192, 98_304 + 1, 8192))  # 98,304: the largest measured, the fastest at base on an H100
+CPU_MAX_TOKENS = DEFAULT_MAX_TOKENS  # 16,384
+MIN_MARGIN_BYTES = 2 * GIB
+MARGIN_SHARE = 0.05
+PROBE_STEPS = 8  # steps whose data is drawn to see how many tokens a share really holds
+SHARE_HEADROOM = 1.25
+
+__all__ = [
+    "CPU_MAX_TOKENS", "LADDER", "ActivationCost", "BudgetChoice", "MicroStep", "PeakEstimate", "choose_max_tokens",
+    "first_step_bytes", "fullest_micro_step", "observed_shares", "peak_estimate", "resolve_max_tokens",
+    "share_bounds",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MicroStep:
+    """What one micro-step carries: tokens through the whole encoder with gradients (MMLM and
+    TLM), their masked tokens, and the XLCO views (query with gradients, key without)."""
+
+    mlm_tokens: float
+    masked_tokens: float
+    query_tokens: float = 0.0
+    key_tokens: float = 0.0
+
+
+@dataclass(frozen=True)
+class ActivationCost:
+    """Bytes a micro-step's forward keeps for its backward, from the model's shape."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    contrast_layer: int  # the universal layer: how deep the XLCO query view goes
+    vocab_size: int
+    bytes_per_value: int = 2  # 2 under bf16 autocast, 4 in fp32
+    activation_checkpointing: bool = False
+
+    @property
+    def layer_bytes_per_token(self) -> float:
+        """One layer's saved activations per token: 18·d + 4·f bytes in bf16 (see the module's notes)."""
+        d, f, scale = self.hidden_size, self.intermediate_size, self.bytes_per_value / 2
+        values = 8 * d + 2 * f  # input, Q, K, V, attention output, feed-forward input, 2·f inner, 2 LayerNorm inputs
+        return (2 * values + 2 * d) * scale  # + two 1-byte dropout masks of d
+
+    def through(self, layers: int, tokens: float) -> float:
+        """Saved activations of ``tokens`` through ``layers`` layers with gradients."""
+        if self.activation_checkpointing:  # each layer's input; one layer recomputed at a time
+            return tokens * (layers * 2 * self.hidden_size * self.bytes_per_value / 2 + self.layer_bytes_per_token)
+        return tokens * layers * self.layer_bytes_per_token
+
+    def micro_step_bytes(self, micro: MicroStep) -> float:
+        logits = micro.masked_tokens * self.vocab_size * 2 * self.bytes_per_value  # logits and their gradient
+        return (
+            self.through(self.num_layers, micro.mlm_tokens)
+            + self.through(self.contrast_layer, micro.query_tokens)
+            + micro.key_tokens * self.layer_bytes_per_token  # no gradients: one layer live at a time
+            + logits
+        )
+
+
+def fullest_micro_step(shares: dict[str, float], max_tokens: int, mask_prob: float) -> MicroStep:
+    """The largest micro-step a rank can see at this budget: every objective's micro-batch at
+    once, each holding min(budget, the real tokens of this rank's share of a step) tokens
+    (``shares``: objective → tokens, both views for XLCO)."""
+    mlm = min(max_tokens, shares.get("mmlm", 0)) + min(max_tokens, shares.get("tlm", 0))
+    views = min(max_tokens, shares.get("xlco", 0))
+    return MicroStep(mlm_tokens=mlm, masked_tokens=mask_prob * mlm, query_tokens=views / 2, key_tokens=views / 2)
+
+
+def share_bounds(data, world_size: int, observed: dict[str, int] | None = None) -> dict[str, float]:
+    """Tokens of one rank's share of a step, per objective: at most its examples × the longest
+    example (the bound that always holds), and, where steps were observed (``observed``: the
+    most real tokens seen per objective), that × ``SHARE_HEADROOM``. Sentences are far shorter
+    than the longest TLM and XLCO example, and a share's sum of hundreds of lengths varies
+    little from step to step."""
+    bounds = {}
+    for objective in data.enabled:
+        bound = float(math.ceil(data.batch_size(objective) / world_size) * data.longest_example(objective))
+        if observed is not None:
+            bound = min(bound, SHARE_HEADROOM * observed.get(objective, 0))
+        bounds[objective] = bound
+    return bounds
+
+
+@dataclass(frozen=True)
+class PeakEstimate:
+    """A step's estimated peak on one device, in bytes beyond what it held before the first
+    step, as a function of the budget."""
+
+    shares: dict[str, float]  # from share_bounds
+    cost: ActivationCost
+    first_step_bytes: float
+    mask_prob: float
+
+    def __call__(self, max_tokens: int) -> float:
+        return self.first_step_bytes + self.cost.micro_step_bytes(fullest_micro_step(self.shares, max_tokens, self.mask_prob))
+
+
+@dataclass(frozen=True)
+class BudgetChoice:
+    max_tokens: int
+    estimated_peak_bytes: float  # on top of what the device held when the budget was chosen
+    available_bytes: float  # free memory then, less the margin
+
+    @property
+    def fits(self) -> bool:
+        return self.estimated_peak_bytes <= self.available_bytes
+
+    def describe(self, device: str) -> str:
+        gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
+        line = (
+            f"micro-batch token budget: {self.max_tokens:,} tokens per objective (data.max_tokens unset: the "
+            f"largest of {LADDER[0]:,} … {LADDER[-1]:,} whose estimated peak, {gib(self.estimated_peak_bytes)}, fits "
+            f"the {gib(self.available_bytes)} left on {device} (its free memory less a margin); --set "
+            "data.max_tokens=N fixes it)"
+        )
+        if not self.fits:
+            line += (
+                "; even this budget's estimate exceeds the free memory: expect running out of memory, or use "
+                "run.parallelism=fsdp, run.activation_checkpointing=true or smaller batches"
+            )
+        return line
+
+
+def choose_max_tokens(peak: PeakEstimate, smallest: int, free_bytes: float, total_bytes: float) -> BudgetChoice:
+    """The largest rung of ``LADDER`` (at least ``smallest``, the longest example) whose
+    estimated peak fits ``free_bytes`` less the margin; when none fits, the smallest rung
+    (``fits`` False)."""
+    available = free_bytes - max(MIN_MARGIN_BYTES, MARGIN_SHARE * total_bytes)
+    rungs = [t for t in LADDER if t >= smallest] or [smallest]
+    fitting = [t for t in rungs if peak(t) <= available]
+    chosen = fitting[-1] if fitting else rungs[0]
+    return BudgetChoice(chosen, peak(chosen), available)
+
+
+def observed_shares(pipeline, first_step: int, world: World, steps: int = PROBE_STEPS) -> dict[str, int]:
+    """The most real tokens of each objective in this rank's share of a step, over the
+    ``steps`` steps from ``first_step`` (their data is drawn here and again when trained on:
+    each step's data is a pure function of its number)."""
+    most: dict[str, int] = {}
+    for step in range(first_step, first_step + steps):
+        for objective, stats in pipeline.step(step, world.rank, world.size).stats.items():
+            most[objective] = max(most.get(objective, 0), stats.num_tokens)
+    return most
+
+
+def _local_numel(p: torch.Tensor) -> int:
+    """Elements this process holds: its shard of an FSDP parameter (a DTensor)."""
+    return p.to_local().numel() if hasattr(p, "to_local") else p.numel()
+
+
+def first_step_bytes(model: nn.Module, world: World, parallelism: str, bf16: bool, sharded: bool) -> float:
+    """What the first step allocates beside the weights already on the device: gradients,
+    AdamW's moments, autocast's bf16 weight copies (FSDP: two gathered layers), DDP's buckets."""
+    trainable = model.trainable_parameters()
+    local = sum(_local_numel(p) for p in trainable)
+    total = 4 * local + 8 * local  # fp32 gradients, AdamW's exp_avg and exp_avg_sq
+    if bf16:
+        if sharded:
+            layer = sum(p.numel() for p in model.encoder.encoder.layer[0].parameters())  # gathered whole
+            total += 2 * 2 * layer
+        else:
+            total += 2 * local
+    if world.distributed and parallelism == "ddp":
+        total += 4 * local  # gradient buckets beside the gradients
+    return total
+
+
+def peak_estimate(
+    config, world: World, model: nn.Module, pipeline, first_step: int, *, bf16: bool, sharded: bool
+) -> PeakEstimate:
+    """This run's estimate on this device: the shares seen in the steps from ``first_step``,
+    the model's shape, what its first step allocates."""
+    data = config.data
+    shares = share_bounds(data, world.size, observed_shares(pipeline, first_step, world))
+    encoder = model.encoder.config
+    cost = ActivationCost(
+        encoder.hidden_size, encoder.intermediate_size, encoder.num_hidden_layers,
+        config.contrast.layer if "xlco" in data.enabled else 0, encoder.vocab_size,
+        bytes_per_value=2 if bf16 else 4, activation_checkpointing=config.run.activation_checkpointing,
+    )  # fmt: skip
+    return PeakEstimate(shares, cost, first_step_bytes(model, world, config.run.parallelism, bf16, sharded), data.mask_prob)
+
+
+def resolve_max_tokens(
+    config, world: World, model: nn.Module, pipeline, first_step: int, *, bf16: bool, sharded: bool,
+    memory: tuple[int, int] | None = None,
+) -> tuple[int, str | None]:
+    """``data.max_tokens`` for this run and the line that says how it was chosen (None when
+    nothing was chosen): the config's value where set; 16,384 on a CPU; on a GPU the largest
+    rung that fits (``choose_max_tokens``), the same on every rank (the smallest of theirs).
+    ``memory``: (free, total) bytes of the device; by default ``torch.cuda.mem_get_info``."""
+    data = config.data
+    if data.max_tokens is not None:
+        return data.max_tokens, None
+    if world.device.type != "cuda":
+        return CPU_MAX_TOKENS, None
+    peak = peak_estimate(config, world, model, pipeline, first_step, bf16=bf16, sharded=sharded)
+    free, total = memory if memory is not None else torch.cuda.mem_get_info(world.device)
+    smallest = max(data.longest_example(o) for o in data.enabled)
+    choice = choose_max_tokens(peak, smallest, free, total)
+    agreed = choice.max_tokens
+    if world.distributed:  # one budget for all ranks: the smallest of theirs
+        agreed = int(all_reduce_min(torch.tensor(agreed, device=world.device), world))
+    choice = BudgetChoice(agreed, peak(agreed), choice.available_bytes)
+    return agreed, choice.describe(str(world.device))

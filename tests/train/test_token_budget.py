@@ -1,0 +1,192 @@
+"""The micro-batch token budget a run picks when data.max_tokens is unset: the memory
+estimate against the peaks measured on an H100, the choice, and the trainer's use of it."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+
+import pytest
+import torch
+
+from infoxlm.bench.sizes import SIZES
+from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+from infoxlm.data.pipeline import DataPipeline, PipelineConfig
+from infoxlm.data.store import TokenStore
+from infoxlm.model.config import EncoderConfig
+from infoxlm.model.encoder import Encoder
+from infoxlm.objectives.xlco import MomentumContrast
+from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.distributed import World
+from infoxlm.train.joint_model import JointModel
+from infoxlm.train.joint_step import aligned_micro_batch
+from infoxlm.train.loop import pretrain
+from infoxlm.train.token_budget import (
+    CPU_MAX_TOKENS,
+    GIB,
+    LADDER,
+    ActivationCost,
+    MicroStep,
+    PeakEstimate,
+    choose_max_tokens,
+    first_step_bytes,
+    fullest_micro_step,
+    resolve_max_tokens,
+    share_bounds,
+)
+
+from training_stores import build_store
+
+# BENCHMARKS.md, "GPU: one H100, base and large": infoxlm's peak (its tensors between steps +
+# the peak growth of one step, torch.cuda.max_memory_allocated) with the bench's GPU batches.
+MEASURED_PEAK_MIB = {"base": 47_286, "large": 35_147}
+MEMORY_STEP = {"base": 2 + 10 + 3, "large": 2 + 5 + 3}  # warm-up + timed + 3: the step whose peak was taken
+
+
+def joint_model(size: str, vocab_size: int, contrast_layer: int, queue_size: int) -> JointModel:
+    encoder = Encoder(EncoderConfig.preset(size, vocab_size=vocab_size))
+    contrast = MomentumContrast(encoder, layer=contrast_layer, queue_size=queue_size)
+    return JointModel(encoder, contrast)
+
+
+def tensor_bytes(module: torch.nn.Module) -> int:
+    return sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()])
+
+
+@pytest.mark.parametrize("name", ["base", "large"])
+def test_the_estimate_covers_the_peaks_measured_on_an_h100_within_eight_percent(name):
+    size = SIZES[name]
+    with torch.device("meta"):  # counted, not allocated
+        model = joint_model(size.encoder, size.vocab_size, size.contrast_layer, size.queue_size)
+    shape = model.encoder.config
+    cost = ActivationCost(shape.hidden_size, shape.intermediate_size, shape.num_hidden_layers, size.contrast_layer,
+                          size.vocab_size)  # fmt: skip
+    b = size.cuda
+    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length,
+                         b.mmlm, b.tlm, b.xlco, b.max_tokens)  # fmt: skip
+    data = synthetic_step(spec, MEMORY_STEP[name])
+    micro_steps = max(len(data.mmlm), len(data.tlm), len(data.xlco))
+    fullest = 0.0
+    for i in range(micro_steps):
+        mlm = [aligned_micro_batch(data.mmlm, i, micro_steps), aligned_micro_batch(data.tlm, i, micro_steps)]
+        mlm = [x for x in mlm if x is not None]
+        xlco = aligned_micro_batch(data.xlco, i, micro_steps)
+        fullest = max(fullest, cost.micro_step_bytes(MicroStep(
+            mlm_tokens=sum(int(x.attention_mask.sum()) for x in mlm),
+            masked_tokens=sum(x.targets.numel() for x in mlm),
+            query_tokens=int(xlco.query.attention_mask.sum()) if xlco else 0,
+            key_tokens=int(xlco.key.attention_mask.sum()) if xlco else 0,
+        )))  # fmt: skip
+    # What the device held before the first step (weights, key encoder, queue) + what the
+    # first step adds + the fullest micro-step.
+    estimate = tensor_bytes(model) + first_step_bytes(model, World(), "ddp", bf16=True, sharded=False) + fullest
+    ratio = estimate / (MEASURED_PEAK_MIB[name] * 2**20)
+    assert 1.0 <= ratio <= 1.08, ratio
+
+
+def test_a_layer_keeps_34_bytes_per_hidden_unit_and_token_in_bf16_and_twice_that_in_fp32():
+    cost = ActivationCost(768, 3072, 12, 8, 250_002)
+    assert cost.layer_bytes_per_token == 34 * 768
+    assert dataclasses.replace(cost, bytes_per_value=4).layer_bytes_per_token == 2 * 34 * 768
+    checkpointed = dataclasses.replace(cost, activation_checkpointing=True)
+    assert checkpointed.through(12, 1000) == 1000 * (12 * 2 * 768 + 34 * 768) < cost.through(12, 1000) / 5
+
+
+def test_share_bounds_take_the_smaller_of_the_hard_bound_and_what_was_seen():
+    data = PipelineConfig(mmlm_batch_size=64, tlm_batch_size=64, xlco_batch_size=64, block_size=512,
+                          tlm_max_length=256, xlco_max_length=128)  # fmt: skip
+    assert share_bounds(data, world_size=4) == {"mmlm": 16 * 512, "tlm": 16 * 256, "xlco": 16 * 256}
+    seen = share_bounds(data, world_size=4, observed={"mmlm": 8192, "tlm": 800, "xlco": 1000})
+    assert seen == {"mmlm": 16 * 512, "tlm": 1000.0, "xlco": 1250.0}
+    off = dataclasses.replace(data, tlm_batch_size=0)
+    assert set(share_bounds(off, 1)) == {"mmlm", "xlco"}
+
+
+def test_every_objective_fills_its_micro_batch_at_once_up_to_its_share():
+    micro = fullest_micro_step({"mmlm": 10_000, "tlm": 3_000, "xlco": 40_000}, 8192, 0.15)
+    assert (micro.mlm_tokens, micro.query_tokens, micro.key_tokens) == (8192 + 3000, 4096, 4096)
+    assert micro.masked_tokens == pytest.approx(0.15 * 11_192)
+
+
+def test_the_choice_is_the_largest_rung_that_fits_with_the_margin_left():
+    cost = ActivationCost(768, 3072, 12, 8, 250_002)
+    peak = PeakEstimate({"mmlm": 1e9, "tlm": 1e9, "xlco": 1e9}, cost, first_step_bytes=4 * GIB, mask_prob=0.15)
+    total = 80 * GIB
+    choice = choose_max_tokens(peak, 1024, free_bytes=78 * GIB, total_bytes=total)
+    available = 78 * GIB - 0.05 * total
+    assert choice.fits and choice.max_tokens in LADDER and choice.available_bytes == available
+    assert peak(choice.max_tokens) <= available
+    if choice.max_tokens != LADDER[-1]:
+        assert peak(choice.max_tokens + 8192) > available
+    # Less memory, a smaller budget; no memory at all, the smallest rung, flagged.
+    smaller = choose_max_tokens(peak, 1024, free_bytes=40 * GIB, total_bytes=total)
+    assert smaller.max_tokens < choice.max_tokens
+    none = choose_max_tokens(peak, 1024, free_bytes=1 * GIB, total_bytes=total)
+    assert (none.max_tokens, none.fits) == (LADDER[0], False)
+    assert "run.parallelism=fsdp" in none.describe("cuda:0")
+    # Small shares: every rung costs the same, so the largest is taken.
+    small = PeakEstimate({"mmlm": 2048, "tlm": 500, "xlco": 900}, cost, first_step_bytes=4 * GIB, mask_prob=0.15)
+    assert choose_max_tokens(small, 1024, 78 * GIB, total).max_tokens == LADDER[-1]
+
+
+def test_base_with_the_papers_batches_on_an_80_gb_card_takes_65536():
+    # Shares far beyond any rung (2,048 examples per objective on one GPU): the budget is set
+    # by memory alone. The bench's 98,304 fits its smaller batches only.
+    cost = ActivationCost(768, 3072, 12, 8, 250_002)
+    with torch.device("meta"):
+        model = joint_model("base", 250_002, 8, 131_072)
+    peak = PeakEstimate(share_bounds(preset("base").data, 1), cost,
+                        first_step_bytes(model, World(), "ddp", bf16=True, sharded=False), 0.15)  # fmt: skip
+    free = 79.1 * GIB - tensor_bytes(model)  # an H100 80GB with the model in place
+    assert choose_max_tokens(peak, 1024, free, 79.1 * GIB).max_tokens == 65_536
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("budget") / "store"
+    build_store(root)
+    return root
+
+
+def test_a_gpu_run_left_unset_chooses_from_the_memory_it_is_given(store):
+    config = apply_overrides(preset("test"), ["data.max_tokens=auto"])
+    assert config.data.max_tokens is None
+    model = joint_model("tiny", 200, config.contrast.layer, config.contrast.queue_size)
+    pipeline = DataPipeline(TokenStore.open(store), config.data)
+    gpu = World(device=torch.device("cuda"))  # never touched: the memory is handed in
+    tokens, how = resolve_max_tokens(config, gpu, model, pipeline, 0, bf16=True, sharded=False,
+                                     memory=(70 * GIB, 80 * GIB))  # fmt: skip
+    assert tokens == LADDER[-1] and "98,304 tokens per objective" in how and "cuda" in how
+    tight, how = resolve_max_tokens(config, gpu, model, pipeline, 0, bf16=True, sharded=False,
+                                    memory=(2 * GIB + 1024, 80 * GIB))  # fmt: skip
+    assert tight == LADDER[0] and "expect running out of memory" in how
+    # A CPU keeps 16,384, and a value that was set stays, with nothing to say.
+    assert resolve_max_tokens(config, World(), model, pipeline, 0, bf16=False, sharded=False) == (CPU_MAX_TOKENS, None)
+    told = apply_overrides(preset("test"), ["data.max_tokens=4096"])
+    assert resolve_max_tokens(told, gpu, model, pipeline, 0, bf16=True, sharded=False) == (4096, None)
+
+
+def test_the_budget_is_an_execution_choice_a_run_records_and_may_change_when_resumed(store, tmp_path):
+    run = tmp_path / "run"
+    unset = apply_overrides(preset("test"), ["data.max_tokens=null", "optim.max_steps=4", "run.save_every=2"])
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        pretrain(unset, store, run, progress=False, stop_at=2)
+        assert json.loads((run / "config.json").read_text())["data"]["max_tokens"] == CPU_MAX_TOKENS
+        pretrain(apply_overrides(unset, ["data.max_tokens=512"]), store, run, progress=False)  # no --allow-config-change
+    assert json.loads((run / "config.json").read_text())["data"]["max_tokens"] == 512
+
+
+def test_a_pipeline_cut_to_another_budget_draws_the_same_examples(store):
+    pipeline = DataPipeline(TokenStore.open(store), PipelineConfig(mmlm_batch_size=16, tlm_batch_size=16,
+                                                                   xlco_batch_size=16, block_size=64,
+                                                                   tlm_max_length=64, xlco_max_length=32))  # fmt: skip
+    assert pipeline.config.token_budget == 16_384
+    cut = pipeline.with_max_tokens(128)
+    assert cut.builder is pipeline.builder and pipeline.config.max_tokens is None
+    wide, narrow = pipeline.step(3), cut.step(3)
+    assert len(narrow.mmlm) > len(wide.mmlm) == 1
+    for objective in ("mmlm", "tlm", "xlco"):
+        assert narrow.stats[objective].num_tokens == wide.stats[objective].num_tokens
+        assert narrow.stats[objective].num_masked == wide.stats[objective].num_masked
