@@ -317,6 +317,10 @@ _UNSET_PROTOTYPES = {"int | None": 0, "bool | None": False, "str | None": ""}
 _KIND_NAMES = {int: "an integer", float: "a number", tuple: "a list of numbers"}
 
 
+def _kind_name(value: Any) -> str:
+    return _KIND_NAMES.get(type(value), type(value).__name__)
+
+
 def _parse_value(text: str, current: Any, name: str, annotation: str = "") -> Any:
     """Interpret an override's text as the type of the field it replaces (``annotation``: the
     field's declared type, which decides for a field now None). ``null`` (or ``auto`` where
@@ -340,7 +344,7 @@ def _parse_value(text: str, current: Any, name: str, annotation: str = "") -> An
     if current is None or isinstance(current, str):  # a name or a path: the text itself
         return value if isinstance(value, str) else text.strip()
     if isinstance(value, bool):  # JSON true / false where a number belongs
-        raise ConfigError(f"{name}={text!r}: expected {_KIND_NAMES.get(type(current), type(current).__name__)}, not true or false")
+        raise ConfigError(f"{name}={text!r}: expected {_kind_name(current)}, not true or false")
     try:
         if isinstance(current, int) and not isinstance(value, bool):
             if isinstance(value, float) and not value.is_integer():
@@ -351,7 +355,7 @@ def _parse_value(text: str, current: Any, name: str, annotation: str = "") -> An
         if isinstance(current, tuple):
             return tuple(float(v) for v in value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name}={text!r}: expected {_KIND_NAMES.get(type(current), type(current).__name__)}") from None
+        raise ConfigError(f"{name}={text!r}: expected {_kind_name(current)}") from None
     return value
 
 
