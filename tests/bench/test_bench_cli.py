@@ -81,3 +81,14 @@ def test_peak_flops_that_is_neither_a_number_nor_measure(capsys):
         main(["bench", "--size", "test", "--peak-flops", "fast"])
     assert exit_info.value.code == 2
     assert "'fast': expected a FLOP/s rate such as 1.5e11, or 'measure'" in capsys.readouterr().err
+
+
+def test_max_tokens_auto_picks_what_a_training_run_would(capsys):
+    args = ["bench", "--size", "test", "--device", "cpu", "--steps", "1", "--warmup", "0", "--no-baseline", "--json"]
+    assert main([*args, "--max-tokens", "auto"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["batches"]["max_tokens"] == 16_384  # a CPU run's
+    assert "micro-batch token budget: 16,384 tokens per objective, as on any CPU" in captured.err
+    with pytest.raises(SystemExit):
+        main([*args, "--max-tokens", "lots"])
+    assert "'lots': expected a number of tokens such as 98304, or 'auto'" in capsys.readouterr().err

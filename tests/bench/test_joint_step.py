@@ -83,3 +83,23 @@ def test_the_baseline_may_cut_the_same_global_batch_into_smaller_micro_batches()
     coarse, fine = synthetic_step(spec, 0), synthetic_step(dataclasses.replace(spec, max_tokens=96), 0)
     assert len(fine.mmlm) > len(coarse.mmlm)
     assert fine.stats["mmlm"].num_masked == coarse.stats["mmlm"].num_masked
+
+
+def test_on_a_gpu_the_automatic_budget_comes_from_the_synthetic_steps_and_free_memory(monkeypatch):
+    import types
+
+    from infoxlm.bench.joint_step import auto_max_tokens
+    from infoxlm.train.token_budget import GIB, LADDER
+
+    size = SIZES["test"]
+    engine = EngineStep(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size),
+                        train_config(size, torch.device("cpu"), False), torch.device("cpu"))  # fmt: skip
+    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 4, 4, 4, 256)
+    on_gpu = types.SimpleNamespace(device=torch.device("cuda"), model=engine.model)  # the memory is handed in below
+    said = []
+    for free, expected in ((40 * GIB, LADDER[-1]), (1 * GIB, LADDER[0])):
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, free=free: (free, 80 * GIB))
+        config = train_config(size, torch.device("cuda"), True)
+        assert auto_max_tokens(on_gpu, spec, config, True, said.append) == expected
+        assert config.data.mmlm_batch_size == 4 and config.data.block_size == size.block_size
+    assert "98,304 tokens per objective" in said[0] and "expect running out of memory" in said[1]

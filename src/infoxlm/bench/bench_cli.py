@@ -40,7 +40,13 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
         metavar="MMLM,TLM,XLCO",
         help="examples per optimizer step for each objective, e.g. 1,2,4 (default: per size and device)",
     )
-    p.add_argument("--max-tokens", type=int, default=None, help="padded tokens per micro-batch (gradient accumulation beyond)")
+    p.add_argument(
+        "--max-tokens",
+        type=max_tokens_option,
+        default=None,
+        help="padded tokens per micro-batch (gradient accumulation beyond), or 'auto': the budget a training run "
+        "with data.max_tokens unset picks on this device (default: per size and device)",
+    )
     p.add_argument(
         "--baseline-max-tokens",
         type=int,
@@ -78,8 +84,18 @@ def peak_flops_option(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a FLOP/s rate such as 1.5e11, or 'measure'") from None
 
 
+def max_tokens_option(text: str) -> int | str:
+    """--max-tokens: a number of tokens (checked positive by parse_batches), or 'auto'."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of tokens such as 98304, or 'auto'") from None
+
+
 def parse_batches(
-    text: str | None, max_tokens: int | None, default: Batches, baseline_max_tokens: int | None = None
+    text: str | None, max_tokens: int | str | None, default: Batches, baseline_max_tokens: int | None = None
 ) -> Batches:
     """``--batch 1,2,4``, ``--max-tokens`` and ``--baseline-max-tokens`` over the size's defaults."""
     mmlm, tlm, xlco = default.mmlm, default.tlm, default.xlco
@@ -91,8 +107,8 @@ def parse_batches(
             raise BenchError(f"--batch {text!r}: expected three integers MMLM,TLM,XLCO, e.g. 1,2,4") from None
         if min(mmlm, tlm, xlco) < 0:
             raise BenchError(f"--batch {text!r}: batch sizes must be >= 0")
-    tokens = default.max_tokens if max_tokens is None else max_tokens
-    if tokens < 1:
+    tokens = {None: default.max_tokens, "auto": None}.get(max_tokens, max_tokens)
+    if tokens is not None and tokens < 1:
         raise BenchError(f"--max-tokens {tokens}: expected a positive number of tokens")
     baseline = default.baseline_max_tokens if baseline_max_tokens is None else baseline_max_tokens
     if baseline is not None and baseline < 1:
@@ -129,7 +145,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         what = ". ".join(str(error).split(". ")[:2]) or "out of memory"  # "CUDA out of memory. Tried to allocate …"
         raise BenchError(
             f"--size {args.size} on {device}: {what}. Both sides share the device: lower "
-            f"--max-tokens (now {batches.max_tokens}) or --baseline-max-tokens (now {batches.baseline_tokens}), "
+            f"--max-tokens (now {batches.max_tokens or 'auto'}) or --baseline-max-tokens (now {batches.baseline_tokens}), "
             "or time infoxlm alone with --no-baseline"
         ) from None
     print(json.dumps(result, indent=2) if args.json else format_report(result), flush=True)

@@ -26,15 +26,18 @@ import platform
 import statistics
 import sys
 import time
+import types
 from typing import Callable
 
 import torch
 
-from ..data.pipeline import StepData
+from ..data.pipeline import DEFAULT_MAX_TOKENS, PipelineConfig, StepData
 from ..model.config import EncoderConfig
 from ..train.config import TrainConfig
-from .engine_step import EngineStep
+from ..train.distributed import World
 from ..train.flops import ModelShape, StepFlops, mfu, peak_bf16_flops, step_data_flops
+from ..train.token_budget import resolve_max_tokens
+from .engine_step import EngineStep
 from .matmul_rate import step_product_rates
 from .sizes import Batches, BenchError, BenchSize, bench_size
 from .synthetic_batches import SyntheticSpec, synthetic_step
@@ -73,6 +76,20 @@ def train_config(size: BenchSize, device: torch.device, bf16: bool) -> TrainConf
     config.run.device = str(device)
     config.run.bf16 = bf16
     return config
+
+
+def auto_max_tokens(engine: EngineStep, spec: SyntheticSpec, config: TrainConfig, bf16: bool, log) -> int:
+    """The budget ``resolve_max_tokens`` picks for the benchmark's batches on its device (on a
+    GPU, from the memory free beside infoxlm's model; a baseline built later is not counted)."""
+    config.data = PipelineConfig(
+        mmlm_batch_size=spec.mmlm_batch_size, tlm_batch_size=spec.tlm_batch_size, xlco_batch_size=spec.xlco_batch_size,
+        block_size=spec.block_size, tlm_max_length=spec.tlm_max_length, xlco_max_length=spec.xlco_max_length,
+        mask_prob=spec.mask_prob,
+    )  # fmt: skip
+    steps = types.SimpleNamespace(step=lambda step, rank, world_size: synthetic_step(spec, step))  # a world of one
+    tokens, how = resolve_max_tokens(config, World(device=engine.device), engine.model, steps, 0, bf16=bf16, sharded=False)
+    log(f"[bench] {how or f'micro-batch token budget: {tokens:,} tokens per objective, as on any CPU'}")
+    return tokens
 
 
 def check_losses(engine: dict[str, float], baseline: dict[str, float], rtol: float) -> dict[str, list[float]]:
@@ -167,10 +184,8 @@ def run_benchmark(
     use_bf16 = bf16 and dev.type == "cuda"
     spec = SyntheticSpec(
         spec_size.vocab_size, spec_size.block_size, spec_size.tlm_max_length, spec_size.xlco_max_length,
-        batches.mmlm, batches.tlm, batches.xlco, batches.max_tokens, seed=seed,
+        batches.mmlm, batches.tlm, batches.xlco, batches.max_tokens or DEFAULT_MAX_TOKENS, seed=seed,
     )
-    # The same examples and masks, cut into the baseline's own micro-batches (see sizes.py).
-    specs = {"infoxlm": spec, "hf": dataclasses.replace(spec, max_tokens=batches.baseline_tokens)}
     encoder_config = EncoderConfig.preset(spec_size.encoder, vocab_size=spec_size.vocab_size)
     config = train_config(spec_size, dev, use_bf16)
     config.run.compile = dev.type == "cuda" if compile_layers is None else compile_layers
@@ -191,6 +206,11 @@ def run_benchmark(
 
     log(f"[bench] {size}: building infoxlm's model on {dev} …")
     sides = [EngineStep(encoder_config, config, dev, seed=seed)]
+    if batches.max_tokens is None:  # --max-tokens auto: as a training run picks it, the model in place
+        batches = dataclasses.replace(batches, max_tokens=auto_max_tokens(sides[0], spec, config, use_bf16, log))
+        spec = dataclasses.replace(spec, max_tokens=batches.max_tokens)
+    # The same examples and masks, cut into the baseline's own micro-batches (see sizes.py).
+    specs = {"infoxlm": spec, "hf": dataclasses.replace(spec, max_tokens=batches.baseline_tokens)}
     fill_queue(sides[0], spec, seed)
     if baseline:
         log("[bench] copying its weights into the Hugging Face baseline …")

@@ -39,7 +39,9 @@ class Batches:
     mmlm: int
     tlm: int
     xlco: int
-    max_tokens: int  # padded tokens per micro-batch (rows × longest row; both views for XLCO)
+    # Padded tokens per micro-batch (rows × longest row; both views for XLCO); None: picked
+    # as a training run with data.max_tokens unset picks it (train/token_budget.py).
+    max_tokens: int | None
     # The baseline's own micro-batch budget (None: the same). The global batch is the same on
     # both sides; only how it is cut for gradient accumulation differs, because the baseline's
     # logits at every position need several times the memory per token.
