@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Callable
 
 from .sizes import SIZES, Batches, BenchError
 
@@ -74,24 +75,22 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_bench_command)
 
 
-def peak_flops_option(text: str) -> float | str:
-    """--peak-flops: 'measure', or a FLOP/s rate such as 1.5e11 (checked positive by run_benchmark)."""
-    if text == "measure":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a FLOP/s rate such as 1.5e11, or 'measure'") from None
+def number_or_word(word: str, number: type, what: str) -> Callable[[str], float | int | str]:
+    """An option's type: ``word`` itself, or a number (checked in range where it is used)."""
+
+    def parse(text: str) -> float | int | str:
+        if text == word:
+            return text
+        try:
+            return number(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}, or {word!r}") from None
+
+    return parse
 
 
-def max_tokens_option(text: str) -> int | str:
-    """--max-tokens: a number of tokens (checked positive by parse_batches), or 'auto'."""
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of tokens such as 98304, or 'auto'") from None
+peak_flops_option = number_or_word("measure", float, "a FLOP/s rate such as 1.5e11")  # --peak-flops
+max_tokens_option = number_or_word("auto", int, "a number of tokens such as 98304")  # --max-tokens
 
 
 def parse_batches(
