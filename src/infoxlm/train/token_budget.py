@@ -92,7 +92,7 @@ class ActivationCost:
         """One layer's saved activations per token: 18·d + 4·f bytes in bf16 (see the module's notes)."""
         d, f, scale = self.hidden_size, self.intermediate_size, self.bytes_per_value / 2
         values = 8 * d + 2 * f  # input, Q, K, V, attention output, feed-forward input, 2·f inner, 2 LayerNorm inputs
-        return (2 * values + 2 * d) * scale  # + two 1-byte dropout masks of d
+        return 2 * values * scale + 2 * d  # + two dropout masks of d, 1 byte each
 
     def through(self, layers: int, tokens: float) -> float:
         """Saved activations of ``tokens`` through ``layers`` layers with gradients."""
