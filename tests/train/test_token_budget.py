@@ -33,6 +33,7 @@ from infoxlm.train.token_budget import (
     choose_max_tokens,
     first_step_bytes,
     fullest_micro_step,
+    peak_estimate,
     resolve_max_tokens,
     share_bounds,
 )
@@ -81,7 +82,7 @@ def test_the_estimate_covers_the_peaks_measured_on_an_h100_within_eight_percent(
         )))  # fmt: skip
     # What the device held before the first step (weights, key encoder, queue) + what the
     # first step adds + the fullest micro-step.
-    estimate = tensor_bytes(model) + first_step_bytes(model, World(), "ddp", bf16=True, sharded=False) + fullest
+    estimate = tensor_bytes(model) + first_step_bytes(model, bf16=True, sharded=False) + fullest
     ratio = estimate / (MEASURED_PEAK_MIB[name] * 2**20)
     assert 1.0 <= ratio <= 1.08, ratio
 
@@ -92,6 +93,32 @@ def test_a_layer_keeps_34_bytes_per_hidden_unit_and_token_in_bf16_and_66_in_fp32
     assert dataclasses.replace(cost, bytes_per_value=4).layer_bytes_per_token == (2 * 32 + 2) * 768
     checkpointed = dataclasses.replace(cost, activation_checkpointing=True)
     assert checkpointed.through(12, 1000) == 1000 * (12 * 2 * 768 + 34 * 768) < cost.through(12, 1000) / 5
+
+
+def test_the_first_step_adds_gradients_and_adamw_and_weight_copies_or_fsdps_gathered_units():
+    with torch.device("meta"):
+        model = joint_model("base", 250_002, 8, 1024)
+    trainable = sum(p.numel() for p in model.trainable_parameters())
+    layers = model.encoder.encoder.layer
+    layer = sum(p.numel() for p in layers[0].parameters())
+    root = trainable - len(layers) * layer  # embeddings, tied head, pooler, query projection
+    assert first_step_bytes(model, bf16=True, sharded=False) == (4 + 8 + 2) * trainable
+    assert first_step_bytes(model, bf16=False, sharded=False) == (4 + 8) * trainable
+    # Parameters that are not DTensors count whole: the sharded terms on top of them.
+    assert first_step_bytes(model, bf16=True, sharded=True) == (4 + 8) * trainable + (root + 2 * layer) * (2 + 2 + 4)
+
+
+def test_without_the_fast_paths_padded_positions_count_at_four_bytes(store):
+    batches = [f"data.{o}_batch_size=64" for o in ("mmlm", "tlm", "xlco")]  # shares bound by what is seen
+    config = apply_overrides(preset("test"), ["data.max_tokens=auto", *batches])
+    model = joint_model("tiny", 200, config.contrast.layer, config.contrast.queue_size)
+    pipeline = DataPipeline(TokenStore.open(store), config.data)
+    gpu = World(device=torch.device("cuda"))
+    fast = peak_estimate(config, gpu, model, pipeline, 0, bf16=True, sharded=False)
+    plain = peak_estimate(apply_overrides(config, ["run.fast_paths=false"]), gpu, model, pipeline, 0, bf16=True, sharded=False)
+    assert plain.cost.bytes_per_value == 4 and fast.cost.bytes_per_value == 2
+    assert all(plain.shares[o] >= fast.shares[o] for o in fast.shares) and plain.shares["mmlm"] > fast.shares["mmlm"]
+    assert plain(4096) > fast(4096)
 
 
 def test_share_bounds_take_the_smaller_of_the_hard_bound_and_what_was_seen():
@@ -138,7 +165,7 @@ def test_base_with_the_papers_batches_on_an_80_gb_card_takes_65536():
     with torch.device("meta"):
         model = joint_model("base", 250_002, 8, 131_072)
     peak = PeakEstimate(share_bounds(preset("base").data, 1), cost,
-                        first_step_bytes(model, World(), "ddp", bf16=True, sharded=False), 0.15)  # fmt: skip
+                        first_step_bytes(model, bf16=True, sharded=False), 0.15)  # fmt: skip
     free = 79.1 * GIB - tensor_bytes(model)  # an H100 80GB with the model in place
     assert choose_max_tokens(peak, 1024, free, 79.1 * GIB).max_tokens == 65_536
 
@@ -156,12 +183,12 @@ def test_a_gpu_run_left_unset_chooses_from_the_memory_it_is_given(store):
     model = joint_model("tiny", 200, config.contrast.layer, config.contrast.queue_size)
     pipeline = DataPipeline(TokenStore.open(store), config.data)
     gpu = World(device=torch.device("cuda"))  # never touched: the memory is handed in
-    tokens, how = resolve_max_tokens(config, gpu, model, pipeline, 0, bf16=True, sharded=False,
+    tokens, message = resolve_max_tokens(config, gpu, model, pipeline, 0, bf16=True, sharded=False,
                                      memory=(70 * GIB, 80 * GIB))  # fmt: skip
-    assert tokens == LADDER[-1] and "98,304 tokens per objective" in how and "cuda" in how
-    tight, how = resolve_max_tokens(config, gpu, model, pipeline, 0, bf16=True, sharded=False,
+    assert tokens == LADDER[-1] and "98,304 tokens per objective" in message and "cuda" in message
+    tight, message = resolve_max_tokens(config, gpu, model, pipeline, 0, bf16=True, sharded=False,
                                     memory=(2 * GIB + 1024, 80 * GIB))  # fmt: skip
-    assert tight == LADDER[0] and "expect running out of memory" in how
+    assert tight == LADDER[0] and "expect running out of memory" in message
     # A CPU keeps 16,384, and a value that was set stays, with nothing to say.
     assert resolve_max_tokens(config, World(), model, pipeline, 0, bf16=False, sharded=False) == (CPU_MAX_TOKENS, None)
     told = apply_overrides(preset("test"), ["data.max_tokens=4096"])
@@ -182,7 +209,7 @@ def test_a_pipeline_cut_to_another_budget_draws_the_same_examples(store):
     pipeline = DataPipeline(TokenStore.open(store), PipelineConfig(mmlm_batch_size=16, tlm_batch_size=16,
                                                                    xlco_batch_size=16, block_size=64,
                                                                    tlm_max_length=64, xlco_max_length=32))  # fmt: skip
-    assert pipeline.config.token_budget == 16_384
+    assert pipeline.config.effective_max_tokens == 16_384
     cut = pipeline.with_max_tokens(128)
     assert cut.builder is pipeline.builder and pipeline.config.max_tokens is None
     wide, narrow = pipeline.step(3), cut.step(3)

@@ -106,7 +106,12 @@ def parse_batches(
             raise BenchError(f"--batch {text!r}: expected three integers MMLM,TLM,XLCO, e.g. 1,2,4") from None
         if min(mmlm, tlm, xlco) < 0:
             raise BenchError(f"--batch {text!r}: batch sizes must be >= 0")
-    tokens = {None: default.max_tokens, "auto": None}.get(max_tokens, max_tokens)
+    if max_tokens is None:  # not given: the size's own
+        tokens = default.max_tokens
+    elif max_tokens == "auto":  # chosen as a training run chooses it (None)
+        tokens = None
+    else:
+        tokens = max_tokens
     if tokens is not None and tokens < 1:
         raise BenchError(f"--max-tokens {tokens}: expected a positive number of tokens")
     baseline = default.baseline_max_tokens if baseline_max_tokens is None else baseline_max_tokens
@@ -144,7 +149,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
         what = ". ".join(str(error).split(". ")[:2]) or "out of memory"  # "CUDA out of memory. Tried to allocate …"
         raise BenchError(
             f"--size {args.size} on {device}: {what}. Both sides share the device: lower "
-            f"--max-tokens (now {batches.max_tokens or 'auto'}) or --baseline-max-tokens (now {batches.baseline_tokens}), "
+            f"--max-tokens (now {batches.max_tokens or 'auto'}) or --baseline-max-tokens (now "
+            f"{batches.baseline_tokens or 'the same'}), "
             "or time infoxlm alone with --no-baseline"
         ) from None
     print(json.dumps(result, indent=2) if args.json else format_report(result), flush=True)

@@ -87,8 +87,8 @@ def auto_max_tokens(engine: EngineStep, spec: SyntheticSpec, config: TrainConfig
         mask_prob=spec.mask_prob,
     )  # fmt: skip
     steps = types.SimpleNamespace(step=lambda step, rank, world_size: synthetic_step(spec, step))  # a world of one
-    tokens, how = resolve_max_tokens(config, World(device=engine.device), engine.model, steps, 0, bf16=bf16, sharded=False)
-    log(f"[bench] {how or f'micro-batch token budget: {tokens:,} tokens per objective, as on any CPU'}")
+    tokens, message = resolve_max_tokens(config, World(device=engine.device), engine.model, steps, 0, bf16=bf16, sharded=False)
+    log(f"[bench] {message or f'micro-batch token budget: {tokens:,} tokens per objective, as on any CPU'}")
     return tokens
 
 

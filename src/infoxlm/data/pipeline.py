@@ -65,7 +65,7 @@ class PipelineConfig:
     mixup: bool = True  # XLCO mixup contrast (paper §3.3)
     mask_xlco: bool = True  # mask the XLCO views too, at the same rates (as the authors' code)
     # Padded tokens per micro-batch. None: left to the trainer (a GPU run picks it from its
-    # memory, train/token_budget.py); DEFAULT_MAX_TOKENS wherever nothing picks it.
+    # memory, train/effective_max_tokens.py); DEFAULT_MAX_TOKENS wherever nothing picks it.
     max_tokens: int | None = None
 
     def __post_init__(self):
@@ -96,9 +96,9 @@ class PipelineConfig:
         what = {"mmlm": "block_size", "tlm": "tlm_max_length", "xlco": "2 * xlco_max_length"}
         for objective in self.enabled:
             size = self.longest_example(objective)
-            if size > self.token_budget:
+            if size > self.effective_max_tokens:
                 raise ValueError(
-                    f"max_tokens={self.token_budget} is smaller than one {objective} example "
+                    f"max_tokens={self.effective_max_tokens} is smaller than one {objective} example "
                     f"({what[objective]} = {size}); raise max_tokens to at least {size}"
                 )
 
@@ -110,7 +110,7 @@ class PipelineConfig:
         return {"mmlm": self.block_size, "tlm": self.tlm_max_length, "xlco": 2 * self.xlco_max_length}[objective]
 
     @property
-    def token_budget(self) -> int:
+    def effective_max_tokens(self) -> int:
         """The micro-batch budget in force: ``max_tokens``, or DEFAULT_MAX_TOKENS where unset."""
         return DEFAULT_MAX_TOKENS if self.max_tokens is None else self.max_tokens
 
@@ -248,7 +248,7 @@ class DataPipeline:
         started = time.perf_counter()
         batches: dict[str, list] = {o: [] for o in OBJECTIVES}
         stats = {o: ObjectiveStats() for o in OBJECTIVES}
-        budget = self.config.token_budget
+        budget = self.config.effective_max_tokens
         for objective in self.config.enabled:
             slots = rank_slots(self.config.batch_size(objective), rank, world_size)
             if len(slots) == 0:

@@ -128,9 +128,10 @@ class Trainer:
         self.step = 0
         self.interrupt = NO_LATCH  # pretrain() hands in its SigintLatch
         self.stop = StopRequest()  # pretrain() hands in its own: --stop-at, SIGTERM / SIGUSR1
+        # Before the resume loads AdamW's state: the estimate counts it as still to come.
+        self._choose_max_tokens(first_step=int(resume_state["step"]) if resume_state is not None else 0)
         if resume_state is not None:
             self._resume(resume_state, found)
-        self._choose_max_tokens()
         self._write_run_directory()  # only now: a run that cannot start leaves nothing changed
 
     # --- set-up ---------------------------------------------------------------------------
@@ -265,17 +266,17 @@ class Trainer:
             encoder.checkpoint_activations()
         return encoder
 
-    def _choose_max_tokens(self) -> None:
+    def _choose_max_tokens(self, first_step: int) -> None:
         """data.max_tokens left unset: 16,384 on a CPU; on a GPU the largest micro-batch budget
         whose estimated peak fits the memory left with the model in place (train/token_budget.py)."""
-        tokens, how = resolve_max_tokens(
-            self.config, self.world, self.model, self.pipeline, self.step,
+        tokens, message = resolve_max_tokens(
+            self.config, self.world, self.model, self.pipeline, first_step,
             bf16=computes_in_bf16(self.config, self.world), sharded=is_sharded(self.model),
         )  # fmt: skip
         self.config.data = dataclasses.replace(self.config.data, max_tokens=tokens)
         self.pipeline = self.pipeline.with_max_tokens(tokens)
-        if how and self.world.is_main:
-            print(how, flush=True)
+        if message and self.world.is_main:
+            print(message, flush=True)
 
     def _build_contrast(self) -> MomentumContrast | None:
         if "xlco" not in self.config.data.enabled:

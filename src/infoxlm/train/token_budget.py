@@ -11,10 +11,11 @@ it always has. ``--set data.max_tokens=N`` fixes it by hand.
 
 The estimate (bytes on one device; values in bf16 under autocast, fp32 otherwise):
 
-- what the first step still allocates beside the weights already placed: fp32 gradients (4
-  bytes per trainable parameter held on this device), AdamW's two moments (8), the bf16
-  weight copies autocast keeps for a forward (2; under FSDP, two gathered layers instead),
-  DDP's gradient buckets (4) with several processes;
+- what the first step still allocates beside the weights already placed (and DDP's gradient
+  buckets): fp32 gradients (4 bytes per trainable parameter held on this device), AdamW's
+  two moments (8), the bf16 weight copies autocast keeps for a forward (2); under FSDP
+  instead of those copies, the root unit and two layers gathered whole with their unsharded
+  gradients;
 - the fullest micro-step. The step aligns the objectives' micro-batch lists to end together
   (``joint_step.aligned_micro_batch``), so its last micro-step can hold a full micro-batch of
   every objective at once: MMLM and TLM tokens through every layer, the XLCO query view (half
@@ -29,7 +30,8 @@ The estimate (bytes on one device; values in bf16 under autocast, fp32 otherwise
   LayerNorms' inputs (2 bytes each), the two dropout masks (1 byte each). With activation
   checkpointing a layer keeps its input (2·d) and one layer at a time is recomputed;
 - the vocabulary logits of the masked tokens (``mask_prob`` of the MMLM and TLM tokens) and
-  their gradient, 2 + 2 bytes per vocabulary entry in bf16;
+  their gradient, 2 + 2 bytes per vocabulary entry in bf16 (with ``run.fast_paths=false``
+  every padded position counts, at 4 bytes a value);
 - a margin of max(2 GiB, 5 % of the device) for the CUDA context, cuBLAS workspaces, the
   allocator's fragmentation and NCCL's buffers.
 
@@ -185,14 +187,16 @@ def choose_max_tokens(peak: PeakEstimate, smallest: int, free_bytes: float, tota
     return BudgetChoice(chosen, peak(chosen), available)
 
 
-def observed_shares(pipeline, first_step: int, world: World, steps: int = PROBE_STEPS) -> dict[str, int]:
-    """The most real tokens of each objective in this rank's share of a step, over the
-    ``steps`` steps from ``first_step`` (their data is drawn here and again when trained on:
-    each step's data is a pure function of its number)."""
+def observed_shares(
+    pipeline, first_step: int, world: World, steps: int = PROBE_STEPS, positions: bool = False
+) -> dict[str, int]:
+    """The most real tokens (``positions``: padded positions) of each objective in this rank's
+    share of a step, over the ``steps`` steps from ``first_step`` (their data is drawn here and
+    again when trained on: each step's data is a pure function of its number)."""
     most: dict[str, int] = {}
     for step in range(first_step, first_step + steps):
         for objective, stats in pipeline.step(step, world.rank, world.size).stats.items():
-            most[objective] = max(most.get(objective, 0), stats.num_tokens)
+            most[objective] = max(most.get(objective, 0), stats.num_positions if positions else stats.num_tokens)
     return most
 
 
@@ -201,20 +205,25 @@ def _local_numel(p: torch.Tensor) -> int:
     return p.to_local().numel() if hasattr(p, "to_local") else p.numel()
 
 
-def first_step_bytes(model: nn.Module, world: World, parallelism: str, bf16: bool, sharded: bool) -> float:
-    """What the first step allocates beside the weights already on the device: gradients,
-    AdamW's moments, autocast's bf16 weight copies (FSDP: two gathered layers), DDP's buckets."""
+def first_step_bytes(model: nn.Module, bf16: bool, sharded: bool) -> float:
+    """What the first step allocates beside what is already on the device (the weights, and
+    DDP's gradient buckets, made when DDP wraps the model): fp32 gradients and AdamW's two
+    moments for the parameters held here; in one process or under DDP, autocast's bf16 weight
+    copies; under FSDP, the root unit (embeddings, tied head, projections) gathered whole from
+    forward to backward with its unsharded gradient (and the fp32 copy reduced), and two
+    layers the same way (the one in use and the one prefetched)."""
     trainable = model.trainable_parameters()
     local = sum(_local_numel(p) for p in trainable)
     total = 4 * local + 8 * local  # fp32 gradients, AdamW's exp_avg and exp_avg_sq
-    if bf16:
-        if sharded:
-            layer = sum(p.numel() for p in model.encoder.encoder.layer[0].parameters())  # gathered whole
-            total += 2 * 2 * layer
-        else:
-            total += 2 * local
-    if world.distributed and parallelism == "ddp":
-        total += 4 * local  # gradient buckets beside the gradients
+    value = 2 if bf16 else 4
+    if sharded:
+        layers = model.encoder.encoder.layer
+        in_layers = {id(p) for p in layers.parameters()}
+        root = sum(p.numel() for p in trainable if id(p) not in in_layers)  # numel of a DTensor: the whole
+        layer = sum(p.numel() for p in layers[0].parameters())
+        total += (root + 2 * layer) * (value + value + 4)  # gathered, its gradient, the fp32 one reduced
+    elif bf16:
+        total += 2 * local
     return total
 
 
@@ -224,21 +233,25 @@ def peak_estimate(
     """This run's estimate on this device: the shares seen in the steps from ``first_step``,
     the model's shape, what its first step allocates."""
     data = config.data
-    shares = share_bounds(data, world.size, observed_shares(pipeline, first_step, world))
+    # The fast paths run the layers on real tokens only with a bf16 residual stream; without
+    # them every padded position goes through in a wider stream: count positions, 4 bytes.
+    fast = config.run.fast_paths
+    observed = observed_shares(pipeline, first_step, world, positions=not fast)
+    shares = share_bounds(data, world.size, observed)
     encoder = model.encoder.config
     cost = ActivationCost(
         encoder.hidden_size, encoder.intermediate_size, encoder.num_hidden_layers,
         config.contrast.layer if "xlco" in data.enabled else 0, encoder.vocab_size,
-        bytes_per_value=2 if bf16 else 4, activation_checkpointing=config.run.activation_checkpointing,
+        bytes_per_value=2 if bf16 and fast else 4, activation_checkpointing=config.run.activation_checkpointing,
     )  # fmt: skip
-    return PeakEstimate(shares, cost, first_step_bytes(model, world, config.run.parallelism, bf16, sharded), data.mask_prob)
+    return PeakEstimate(shares, cost, first_step_bytes(model, bf16, sharded), data.mask_prob)
 
 
 def resolve_max_tokens(
     config, world: World, model: nn.Module, pipeline, first_step: int, *, bf16: bool, sharded: bool,
     memory: tuple[int, int] | None = None,
 ) -> tuple[int, str | None]:
-    """``data.max_tokens`` for this run and the line that says how it was chosen (None when
+    """``data.max_tokens`` for this run and the message that says how it was chosen (None when
     nothing was chosen): the config's value where set; 16,384 on a CPU; on a GPU the largest
     rung that fits (``choose_max_tokens``), the same on every rank (the smallest of theirs).
     ``memory``: (free, total) bytes of the device; by default ``torch.cuda.mem_get_info``."""
@@ -248,7 +261,11 @@ def resolve_max_tokens(
     if world.device.type != "cuda":
         return CPU_MAX_TOKENS, None
     peak = peak_estimate(config, world, model, pipeline, first_step, bf16=bf16, sharded=sharded)
-    free, total = memory if memory is not None else torch.cuda.mem_get_info(world.device)
+    if memory is None:  # what the driver has free, and what torch's allocator holds unused
+        free, total = torch.cuda.mem_get_info(world.device)
+        free += torch.cuda.memory_reserved(world.device) - torch.cuda.memory_allocated(world.device)
+    else:
+        free, total = memory
     smallest = max(data.longest_example(o) for o in data.enabled)
     choice = choose_max_tokens(peak, smallest, free, total)
     agreed = choice.max_tokens
