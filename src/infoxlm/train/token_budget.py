@@ -36,7 +36,7 @@ The estimate (bytes on one device; values in bf16 under autocast, fp32 otherwise
   allocator's fragmentation and NCCL's buffers.
 
 Against the two peaks measured on an H100 (BENCHMARKS.md, "GPU: one H100, base and large":
-base at 98,304 tokens, large at 16,384) the estimate is 4–5 % high (``tests/train/
+base at 98,304 tokens, large at 16,384) the estimate is 4.9 and 3.6 % high (``tests/train/
 test_token_budget.py`` recomputes both from the benchmark's own batches).
 """
 
