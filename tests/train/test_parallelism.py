@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -61,6 +65,28 @@ def test_fsdp_on_two_processes_matches_one(store, tmp_path, checkpointing):
     assert _largest_difference(_weights(tmp_path / "one", tmp_path), _weights(tmp_path / "fsdp", tmp_path)) < 1e-4
 
 
+def _losses(run: Path) -> list[dict[str, float]]:
+    return [{k: v for k, v in json.loads(line).items() if k.startswith("loss/")}
+            for line in (run / "metrics.jsonl").read_text().splitlines()]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_fsdp_with_bf16_compute_and_compiled_layers_trains_as_fp32_does(store, tmp_path):
+    """What a GPU run with run.parallelism=fsdp does by default (bf16 compute through FSDP's
+    mixed precision with fp32 master weights, compiled layers), here on two CPU processes."""
+    common = ["pretrain", "--preset", "test", "--data", str(store), "--max-steps", "10", "--no-progress"]
+    _run([sys.executable, "-m", "infoxlm", *common, "--output", str(tmp_path / "fp32")])
+    gpu_like = ["run.parallelism=fsdp", "run.cpu_bf16=true", "run.compile=true"]
+    _run([*TORCHRUN, *common, "--output", str(tmp_path / "fsdp"), *[a for o in gpu_like for a in ("--set", o)]])
+    reference, sharded = _losses(tmp_path / "fp32"), _losses(tmp_path / "fsdp")
+    assert len(sharded) == 10
+    for a, b in zip(reference, sharded):  # bf16 rounding, not another computation
+        assert abs(a["loss/mmlm"] - b["loss/mmlm"]) < 0.02 and abs(a["loss/tlm"] - b["loss/tlm"]) < 0.02, (a, b)
+    assert sharded[-1]["loss/xlco"] < 0.2 * sharded[0]["loss/xlco"]  # the contrast learns (fp32: 2.83 -> 0.39)
+    weights = _weights(tmp_path / "fsdp", tmp_path)  # the fp32 master weights
+    assert all(w.dtype == torch.float32 and torch.isfinite(w).all() for w in weights.values())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("first", ["ddp", "fsdp"])
 def test_a_run_stopped_on_two_processes_continues_on_one(store, tmp_path, first):
@@ -81,6 +107,46 @@ def test_a_one_process_run_continues_sharded_on_two(store, tmp_path):
     _run([sys.executable, "-m", "infoxlm", *common, "--output", grown, "--stop-at", "10"])
     _run([*TORCHRUN, *common, "--output", grown, "--set", "run.parallelism=fsdp"])
     assert _largest_difference(_weights(tmp_path / "straight", tmp_path), _weights(tmp_path / "grown", tmp_path)) < 1e-4
+
+
+def _worker_pids(agent: int) -> dict[int, int]:
+    """torchrun's workers, the children of its agent process ``agent``: local rank → pid."""
+    workers = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            pid, parent = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            environ = (stat.parent / "environ").read_bytes().split(b"\0")
+            rank = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"LOCAL_RANK=")]
+            if parent == agent and rank:
+                workers[int(rank[0])] = pid
+    return workers
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds torchrun's workers through /proc")
+def test_torchrun_restarts_a_dead_worker_from_the_last_checkpoint(store, tmp_path):
+    common = ["pretrain", "--preset", "test", "--data", str(store), "--save-every", "2", "--max-steps", "24", "--no-progress",
+              "--set", "model.dropout=0.1"]  # fmt: skip
+    _run([*TORCHRUN, *common, "--output", str(tmp_path / "straight")])
+    killed = tmp_path / "killed"
+    restarting = [*TORCHRUN[:3], "--max-restarts", "1", *TORCHRUN[3:]]
+    agent = subprocess.Popen([*restarting, *common, "--output", str(killed)], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(step >= 8 for step, _ in list_checkpoints(killed)):
+        time.sleep(0.05)
+    workers = _worker_pids(agent.pid)
+    assert set(workers) == {0, 1}, workers
+    os.kill(workers[1], signal.SIGKILL)
+    output, _ = agent.communicate(timeout=300)
+    assert agent.returncode == 0, output[-3000:]
+    # The second attempt started from a checkpoint the first wrote, then ran to the end.
+    resumed = [int(line.rsplit("(step ", 1)[1].rstrip(")")) for line in output.splitlines()
+               if line.startswith(f"resuming {killed} from ")]  # fmt: skip
+    assert len(resumed) == 1 and 8 <= resumed[0] < 24, output[-3000:]
+    assert list_checkpoints(killed)[-1][0] == 24
+    a, b = _weights(tmp_path / "straight", tmp_path), _weights(killed, tmp_path)
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_background_checkpoints_hold_what_blocking_ones_hold(store, tmp_path):
