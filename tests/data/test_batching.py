@@ -8,6 +8,8 @@ import torch
 
 from infoxlm.data.batching import (
     contrast_micro_batches,
+    filler_contrast_batch,
+    filler_mlm_batch,
     group_by_token_budget,
     mlm_micro_batches,
     padding_fraction,
@@ -114,6 +116,19 @@ def test_to_keeps_counts():
     moved = b.to("cpu")
     assert torch.equal(moved.input_ids, b.input_ids) and moved.num_tokens == b.num_tokens
     assert moved.input_ids.dtype == torch.long and moved.masked_positions.dtype == torch.bool
+
+
+def test_a_filler_is_one_short_row_with_one_target_and_says_so_wherever_it_goes():
+    b = filler_mlm_batch()
+    assert b.input_ids.tolist() == [[0, 2]] and b.attention_mask.tolist() == [[1, 1]]
+    assert b.targets.tolist() == [2] and b.masked_rows.tolist() == [1] and (b.num_tokens, b.num_masked) == (2, 1)
+    assert b.filler and b.to("cpu").filler and not _batches_of([5, 4])[0].to("cpu").filler
+    pair = filler_contrast_batch()
+    assert pair.filler and pair.to("cpu").filler and pair.num_examples == 1
+
+
+def _batches_of(lengths):
+    return mlm_micro_batches(_masked(lengths), np.arange(len(lengths)), max_tokens=64)
 
 
 def test_bad_budgets():

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from infoxlm.bench.sizes import SIZES
+from infoxlm.data.batching import filler_contrast_batch, filler_mlm_batch
 from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
 from infoxlm.model.config import EncoderConfig
 from infoxlm.model.encoder import Encoder
@@ -186,3 +187,17 @@ def test_an_xlco_only_micro_step_touches_exactly_what_it_misses():
     (out.xlco + out.touch).backward()
     assert all(p.grad is not None for p in model.trainable_parameters())  # DDP sees every parameter
     assert all(float(p.grad.abs().sum()) == 0 for p in model.trainable_parameters() if id(p) in unreached)
+
+
+def test_a_filler_runs_the_modules_but_counts_nothing_and_queues_no_key():
+    encoder, contrast, _ = _parts()
+    model = JointModel(encoder, contrast)
+    out = model(filler_mlm_batch(), filler_mlm_batch(), filler_contrast_batch())
+    assert out.mmlm.item() == out.tlm.item() == out.xlco.item() == 0 and out.xlco_correct == 0
+    assert out.keys.shape == (0, encoder.config.hidden_size) and out.key_slots.shape == (0,)
+    (out.mmlm + out.tlm + out.xlco).backward()
+    # Every module a real micro-step uses ran backward (FSDP reduce-scatters each), with zeros.
+    grads = [p.grad for p in model.trainable_parameters()]
+    assert all(g is not None and float(g.abs().sum()) == 0 for g in grads)
+    keys = model(keys_of=filler_contrast_batch()).keys
+    assert keys.shape == (0, encoder.config.hidden_size)

@@ -17,6 +17,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from infoxlm.data.pipeline import DataPipeline
+from infoxlm.data.store import TokenStore
 from infoxlm.train.checkpoint import checkpoint_path, list_checkpoints
 from infoxlm.train.config import apply_overrides, preset
 from infoxlm.train.export import export
@@ -85,6 +87,26 @@ def test_fsdp_with_bf16_compute_and_compiled_layers_trains_as_fp32_does(store, t
     assert sharded[-1]["loss/xlco"] < 0.2 * sharded[0]["loss/xlco"]  # the contrast learns (fp32: 2.83 -> 0.39)
     weights = _weights(tmp_path / "fsdp", tmp_path)  # the fp32 master weights
     assert all(w.dtype == torch.float32 and torch.isfinite(w).all() for w in weights.values())
+
+
+# Shares of a step that cut into different numbers of micro-batches on the two ranks, and one
+# XLCO pair a step: a rank without it still runs the key encoder and the queue's all-gather.
+UNEVEN = ["data.mmlm_batch_size=32", "data.tlm_batch_size=32", "data.xlco_batch_size=1", "data.max_tokens=128"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parallelism", ["ddp", "fsdp"])
+def test_ranks_with_different_micro_batch_counts_match_one_process(store, tmp_path, parallelism):
+    # A rank runs fillers where the other has more micro-batches of an objective.
+    pipeline = DataPipeline(TokenStore.open(store), apply_overrides(preset("test"), UNEVEN).data)
+    counts = [[tuple(map(len, (d.mmlm, d.tlm, d.xlco))) for d in (pipeline.step(s, r, 2) for r in range(2))]
+              for s in range(6)]  # fmt: skip
+    assert any(rank0 != rank1 for rank0, rank1 in counts)
+    common = ["pretrain", "--preset", "test", "--data", str(store), "--max-steps", "6", "--no-progress",
+              *[a for o in UNEVEN for a in ("--set", o)]]  # fmt: skip
+    _run([sys.executable, "-m", "infoxlm", *common, "--output", str(tmp_path / "one")])
+    _run([*TORCHRUN, *common, "--output", str(tmp_path / "two"), "--set", f"run.parallelism={parallelism}"])
+    assert _largest_difference(_weights(tmp_path / "one", tmp_path), _weights(tmp_path / "two", tmp_path)) < 1e-4
 
 
 @pytest.mark.slow

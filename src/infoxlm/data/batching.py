@@ -26,20 +26,24 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ..model.packing import Packing
-from ..special_tokens import PAD_ID
+from ..special_tokens import BOS_ID, EOS_ID, PAD_ID
 from .masking import MaskedSequences
+from .ragged import Ragged
 
 __all__ = [
     "MLMBatch",
     "ContrastBatch",
     "mlm_micro_batches",
     "contrast_micro_batches",
+    "filler_mlm_batch",
+    "filler_contrast_batch",
     "group_by_token_budget",
     "padding_fraction",
 ]
@@ -67,6 +71,8 @@ class MLMBatch:
     # (N,) long: the masked positions' indices among the real tokens, row-major: the rows
     # of a packed pass's (n, d) states to predict, with no padded (B, T, d) state made.
     masked_rows: torch.Tensor
+    # A stand-in that only keeps ranks in step (``filler_mlm_batch``): its losses count 0.
+    filler: bool = False
 
     @property
     def num_examples(self) -> int:
@@ -93,6 +99,7 @@ class MLMBatch:
             self.num_masked,
             self.packing.to(device, non_blocking),
             move(self.masked_rows),
+            self.filler,
         )
 
 
@@ -106,6 +113,10 @@ class ContrastBatch:
     @property
     def slots(self) -> torch.Tensor:
         return self.query.slots
+
+    @property
+    def filler(self) -> bool:
+        return self.query.filler
 
     @property
     def num_examples(self) -> int:
@@ -240,3 +251,17 @@ def contrast_micro_batches(
         ContrastBatch(_pad(q, q_lengths, a, b, slots[order[a:b]]), _pad(k, k_lengths, a, b, slots[order[a:b]]))
         for a, b in _bounds(groups)
     ]
+
+
+def filler_mlm_batch() -> MLMBatch:
+    """One row, ``<s> </s>`` with ``</s>`` to predict, marked ``filler``: what a rank runs when
+    another rank has more micro-batches of an objective in a step, so that every rank calls
+    the same modules in the same order (``train.joint_step.even_out``); its losses count 0."""
+    ids = Ragged.from_list([[BOS_ID, EOS_ID]])
+    sequence = MaskedSequences(ids, masked=np.array([False, True]), original=ids.values)
+    return dataclasses.replace(_pad(sequence, sequence.lengths, 0, 1, np.zeros(1, dtype=np.int64)), filler=True)
+
+
+def filler_contrast_batch() -> ContrastBatch:
+    """``filler_mlm_batch`` as both views of one pair: its loss counts 0, its key is not queued."""
+    return ContrastBatch(filler_mlm_batch(), filler_mlm_batch())

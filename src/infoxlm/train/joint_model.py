@@ -100,7 +100,8 @@ class JointModel(nn.Module):
         touch_unreached: bool = False,
         keys_of: ContrastBatch | None = None,
     ) -> MicroStepLosses:
-        """Losses of the given micro-batches (any may be None).
+        """Losses of the given micro-batches (any may be None); a filler's count 0 and its
+        keys are not returned.
 
         touch_unreached adds 0 × one element of every trainable parameter that this
         micro-step's objectives do not reach (layers above the universal layer in an XLCO-only
@@ -117,25 +118,39 @@ class JointModel(nn.Module):
         out = MicroStepLosses()
         if keys_of is not None:
             view = keys_of.key
-            out.keys = self.contrast.encode_keys(view.input_ids, view.attention_mask, encoder=self.encoder, packing=view.packing)
-            out.key_slots = keys_of.slots
+            keys = self.contrast.encode_keys(view.input_ids, view.attention_mask, encoder=self.encoder, packing=view.packing)
+            out.keys, out.key_slots = _queued(keys, keys_of)
             return out
         mlm = [b for b in (mmlm, tlm) if b is not None]
         if mlm:
             sums = iter(self.masked_lm_losses(*mlm))
-            out.mmlm = next(sums) if mmlm is not None else None
-            out.tlm = next(sums) if tlm is not None else None
+            out.mmlm = _counted(next(sums), mmlm) if mmlm is not None else None
+            out.tlm = _counted(next(sums), tlm) if tlm is not None else None
         if xlco is not None:
             query, key = xlco.query, xlco.key
             contrast = self.contrast(
                 self.encoder, query.input_ids, query.attention_mask, key.input_ids, key.attention_mask,
                 query_packing=query.packing, key_packing=key.packing,
             )  # fmt: skip
-            out.xlco = contrast.loss_sum()
-            out.xlco_correct = positive_ranked_first(contrast.logits.detach()).sum()
-            out.keys, out.key_slots = contrast.keys, xlco.slots
+            out.xlco = _counted(contrast.loss_sum(), xlco)
+            if not xlco.filler:
+                out.xlco_correct = positive_ranked_first(contrast.logits.detach()).sum()
+            out.keys, out.key_slots = _queued(contrast.keys, xlco)
         if touch_unreached:
             unreached = self.unreached_parameters(bool(mlm), xlco is not None)
             if unreached:
                 out.touch = sum(p.view(-1)[0] for p in unreached) * 0.0
         return out
+
+
+def _counted(loss_sum: torch.Tensor, batch: MLMBatch | ContrastBatch) -> torch.Tensor:
+    """A filler's loss (``data.batching.filler_mlm_batch``) stays in the graph, so that its
+    backward pass runs the modules every rank runs, but counts 0: no loss, zero gradients."""
+    return loss_sum * 0.0 if batch.filler else loss_sum
+
+
+def _queued(keys: torch.Tensor, batch: ContrastBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """The keys to enqueue and their slots: none of a filler's, (0, d) and (0,)."""
+    if batch.filler:
+        return keys[:0], batch.slots[:0]
+    return keys, batch.slots

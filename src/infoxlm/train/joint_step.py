@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from ..data.batching import filler_contrast_batch, filler_mlm_batch
 from ..data.pipeline import StepData
 from ..model.encoder import Encoder
 from ..objectives.xlco import MomentumContrast, momentum_at
@@ -28,7 +29,10 @@ from .joint_model import JointModel, MicroStepLosses
 from .optim import build_optimizer, build_scheduler
 from .parallelism import clip_gradients, distribute, fill_missing_gradients, is_sharded, no_gradient_sync
 
-__all__ = ["OBJECTIVES", "JointStep", "StepPhases", "StepResult", "TrainingError", "aligned_micro_batch", "build_joint_step"]
+__all__ = [
+    "OBJECTIVES", "JointStep", "StepPhases", "StepResult", "TrainingError", "aligned_micro_batch", "build_joint_step",
+    "even_out",
+]  # fmt: skip
 
 OBJECTIVES = ("mmlm", "tlm", "xlco")
 
@@ -128,16 +132,12 @@ class JointStep:
         cfg, world = self.config, self.world
         device = world.device
         with phases("data"):
-            batches = {
-                "mmlm": [b.to(device, non_blocking=True) for b in data.mmlm],
-                "tlm": [b.to(device, non_blocking=True) for b in data.tlm],
-                "xlco": [b.to(device, non_blocking=True) for b in data.xlco] if xlco_active else [],
-            }
+            local = {"mmlm": data.mmlm, "tlm": data.tlm, "xlco": data.xlco if xlco_active else []}
+            batches = {name: [b.to(device, non_blocking=True) for b in bs] for name, bs in even_out(local, world).items()}
             counts = self._global_counts(data, xlco_active)
-            # Every rank runs the same number of micro-steps, lists aligned at the end so that the
-            # last (synchronising) micro-step carries every objective this rank has.
-            local_steps = max(len(b) for b in batches.values())
-            micro_steps = int(all_reduce_max(torch.tensor(local_steps, device=device), world))
+            # Lists aligned at the end, so that the last (synchronising) micro-step carries
+            # every objective of the step.
+            micro_steps = max(len(b) for b in batches.values())
         sums = torch.zeros(4, dtype=torch.float64, device=device)  # mmlm, tlm, xlco loss sums; xlco correct
         keys, key_slots = [], []
         autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=computes_in_bf16(cfg, world))
@@ -191,7 +191,7 @@ class JointStep:
                     momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
                     self.contrast.momentum_update(self.model.encoder, momentum)
         with phases("queue"):
-            if keys:
+            if keys:  # on every rank or none: even_out gave each rank XLCO micro-steps alike
                 self.enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
         return StepResult(sums=sums_cpu, counts=counts, grad_norm=grad_norm, lr=lr, momentum=momentum)
 
@@ -250,6 +250,27 @@ def compile_encoders(encoder: Encoder, contrast: MomentumContrast | None) -> Non
     encoder.compile_layers()
     if contrast is not None and contrast.key_encoder is not None:
         contrast.key_encoder.compile_layers()
+
+
+FILLERS = {"mmlm": filler_mlm_batch, "tlm": filler_mlm_batch, "xlco": filler_contrast_batch}
+
+
+def even_out(batches: dict[str, list], world: World) -> dict[str, list]:
+    """Each objective's micro-batches (name → list, names from ``FILLERS``), led by as many
+    fillers as it takes to reach the most that any rank has.
+
+    Ranks draw different examples, so one may need more micro-batches of an objective than
+    another. Every rank must still run the same micro-steps, each with the same objectives:
+    FSDP gathers a layer's weights for every call of it and reduce-scatters its gradients in
+    the backward pass, so every rank has to call the same modules in the same order, and DDP
+    needs a loss in every micro-step. A filler (one short row) runs those modules and counts
+    0 (``JointModel.forward``). One all-reduce of a count per objective; nothing in one process.
+    """
+    if not world.distributed:
+        return batches
+    local = torch.tensor([len(b) for b in batches.values()], device=world.device)
+    most = all_reduce_max(local, world).tolist()
+    return {name: [FILLERS[name]() for _ in range(n - len(b))] + b for (name, b), n in zip(batches.items(), most)}
 
 
 def aligned_micro_batch(batches: list, i: int, micro_steps: int):

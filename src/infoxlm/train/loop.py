@@ -56,7 +56,7 @@ from .distributed import (
 )
 from .errors import TrainingError
 from .export import export, write_run_encoder
-from .joint_step import NO_PHASES, StepPhases, build_joint_step, computes_in_bf16
+from .joint_step import NO_PHASES, StepPhases, build_joint_step, computes_in_bf16, even_out
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .flops import ModelShape, mfu, peak_bf16_flops, step_data_flops
 from .optim import linear_warmup_decay
@@ -510,7 +510,8 @@ class Trainer:
         for j in tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not self.progress):
             self.interrupt.check()
             keys, slots = [], []
-            for batch in pipeline.step(j, self.world.rank, self.world.size).xlco:
+            batches = even_out({"xlco": pipeline.step(j, self.world.rank, self.world.size).xlco}, self.world)
+            for batch in batches["xlco"]:  # as many on every rank: FSDP gathers layer by layer
                 out = self.ddp(keys_of=batch.to(self.world.device))
                 keys.append(out.keys)
                 slots.append(out.key_slots)
