@@ -11,7 +11,8 @@ import time
 import pytest
 from test_loop import structured_store
 
-from infoxlm.train.distributed import is_collective_timeout
+from infoxlm.train.config import ConfigError
+from infoxlm.train.distributed import is_collective_timeout, local_cuda_index, restart_store_warning
 
 
 def test_timeouts_are_recognised_in_either_backends_words():
@@ -19,6 +20,21 @@ def test_timeouts_are_recognised_in_either_backends_words():
     assert is_collective_timeout(RuntimeError("Watchdog caught collective operation timeout: WorkNCCL(...)"))
     assert not is_collective_timeout(RuntimeError("CUDA out of memory"))
     assert not is_collective_timeout(ValueError("timed out"))
+
+
+def test_each_process_takes_its_own_gpu_or_the_only_one_it_sees():
+    assert [local_cuda_index(r, 8) for r in range(8)] == list(range(8))
+    assert local_cuda_index(5, 1) == 0  # the scheduler shows each process one GPU
+    with pytest.raises(ConfigError, match=r"LOCAL_RANK=4, but this process sees 4 CUDA devices"):
+        local_cuda_index(4, 4)
+
+
+def test_workers_restarted_with_torchruns_shared_store_are_told_how_to_avoid_it():
+    restarted = {"TORCHELASTIC_RESTART_COUNT": "1", "TORCHELASTIC_USE_AGENT_STORE": "True"}
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in restart_store_warning(restarted)
+    assert restart_store_warning({**restarted, "TORCHELASTIC_USE_AGENT_STORE": "False"}) is None  # a store of its own
+    assert restart_store_warning({**restarted, "TORCHELASTIC_RESTART_COUNT": "0"}) is None  # the first start
+    assert restart_store_warning({}) is None  # not under torchrun
 
 
 @pytest.mark.slow

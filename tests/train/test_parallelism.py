@@ -152,8 +152,10 @@ def test_torchrun_restarts_a_dead_worker_from_the_last_checkpoint(store, tmp_pat
     _run([*TORCHRUN, *common, "--output", str(tmp_path / "straight")])
     killed = tmp_path / "killed"
     restarting = [*TORCHRUN[:3], "--max-restarts", "1", *TORCHRUN[3:]]
+    # As scripts/slurm/pretrain.sbatch launches it: a fresh rendezvous store for the restart.
+    env = {**os.environ, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
     agent = subprocess.Popen([*restarting, *common, "--output", str(killed)], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+                             stderr=subprocess.STDOUT, text=True, env=env)  # fmt: skip
     deadline = time.time() + 120
     while time.time() < deadline and not any(step >= 8 for step, _ in list_checkpoints(killed)):
         time.sleep(0.05)

@@ -8,6 +8,7 @@ communication.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -52,14 +53,47 @@ def init_world(device: str | None = None, collective_timeout_s: int = 1800) -> W
     if torch_device.type == "cuda" and (torch_device.index or 0) >= torch.cuda.device_count():
         raise ConfigError(f"run.device={device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
     if torch_device.type == "cuda":
-        torch_device = torch.device("cuda", local_rank if size > 1 else (torch_device.index or 0))
+        index = local_cuda_index(local_rank, torch.cuda.device_count()) if size > 1 else (torch_device.index or 0)
+        torch_device = torch.device("cuda", index)
         torch.cuda.set_device(torch_device)
+    warning = restart_store_warning(os.environ)
+    if warning is not None and local_rank == 0:
+        print(warning, file=sys.stderr, flush=True)
     if size > 1 and not dist.is_initialized():
         dist.init_process_group(
             backend="nccl" if torch_device.type == "cuda" else "gloo", timeout=timedelta(seconds=collective_timeout_s)
         )
     rank = dist.get_rank() if size > 1 else 0
     return World(rank=rank, size=size, local_rank=local_rank, device=torch_device)
+
+
+def local_cuda_index(local_rank: int, visible: int) -> int:
+    """The GPU of the process with this local rank among ``visible`` devices: its own when
+    each process of the node sees them all (torchrun's way), the only one when a scheduler
+    shows each process one (CUDA_VISIBLE_DEVICES per task)."""
+    if local_rank < visible:
+        return local_rank
+    if visible == 1:
+        return 0
+    raise ConfigError(
+        f"LOCAL_RANK={local_rank}, but this process sees {visible} CUDA devices: start at most {visible} "
+        "processes per node (torchrun --nproc_per_node), or show each process one GPU"
+    )
+
+
+def restart_store_warning(environ) -> str | None:
+    """What to tell workers that torchrun restarted while sharing its rendezvous store with
+    them (its default), or None. The store still holds the keys of the workers that died, and
+    a new worker may read one and wait on a port nobody listens on (process group creation
+    then fails or hangs: pytorch/pytorch#167288); TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 gives
+    each restart a store of its own."""
+    restarted = environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0"
+    if restarted and environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return (
+            "infoxlm: warning: torchrun restarted the workers with the rendezvous store of the ones that died; "
+            "if joining the process group fails or hangs, launch torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
+        )
+    return None
 
 
 def is_collective_timeout(err: BaseException) -> bool:
