@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import os
 import pickle
+import socket
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 from infoxlm.train.checkpoint import (
     CHECKPOINT_DIR,
@@ -17,8 +22,11 @@ from infoxlm.train.checkpoint import (
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
+    refuse_non_finite,
     save_checkpoint,
 )
+from infoxlm.train.distributed import World
+from infoxlm.train.errors import TrainingError
 
 def test_save_load_and_keep_last_k(tmp_path):
     for step in (10, 20, 30, 40):
@@ -141,3 +149,27 @@ def test_a_damaged_single_file_checkpoint_is_one_line_without_torchs_advice(tmp_
         load_checkpoint(path)
     assert "state.pt: cannot read checkpoint" in str(caught.value)
     assert "weights_only" not in str(caught.value) and len(str(caught.value).splitlines()) == 1
+
+
+def _check_a_part(rank: int, port: int, out: Path) -> None:
+    """One of two gloo processes: rank 1's part of the state holds a NaN, rank 0's does not."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=timedelta(seconds=60))  # fmt: skip
+    try:
+        part = {"layer": {"weight": torch.tensor([1.0, float("nan") if rank == 1 else 2.0])}}
+        refuse_non_finite(part, "step 3", "not saved", World(rank=rank, size=2))
+        (out / f"rank{rank}").write_text("went on")
+    except TrainingError as err:
+        (out / f"rank{rank}").write_text(str(err))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_every_rank_stops_when_one_holds_a_non_finite_shard(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_check_a_part, args=(port, tmp_path), nprocs=2)
+    assert (tmp_path / "rank1").read_text() == "step 3: layer.weight holds non-finite values (and 0 more tensors); not saved"
+    assert (tmp_path / "rank0").read_text() == "step 3: another rank's part of the state holds non-finite values; not saved"

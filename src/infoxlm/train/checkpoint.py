@@ -30,6 +30,7 @@ import re
 import shutil
 import warnings
 from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 from torch.distributed.tensor import DTensor
 
 from ..errors import InfoXLMError
+from .distributed import World, all_reduce_max
 from .errors import TrainingError
 
 CHECKPOINT_DIR = "checkpoints"
@@ -93,11 +95,15 @@ class CheckpointWriter:
     ``save`` and ``wait`` first let the previous one finish.
     """
 
-    def __init__(self, run_dir: Path, rank: int = 0, distributed: bool = False, *, keep: int = 3, asynchronous: bool = False):
+    def __init__(
+        self, run_dir: Path, rank: int = 0, distributed: bool = False, *, keep: int = 3, asynchronous: bool = False,
+        timeout: timedelta | None = None,
+    ):  # fmt: skip
         self.folder = Path(run_dir) / CHECKPOINT_DIR
         self.run_dir, self.rank, self.distributed, self.keep, self.asynchronous = Path(run_dir), rank, distributed, keep, asynchronous
-        # Every rank creates the group (a collective), even if it never saves asynchronously.
-        self._group = dist.new_group(backend="gloo") if asynchronous and distributed else None
+        # Every rank creates the group (a collective), even if it never saves asynchronously;
+        # ``timeout``: how long its collectives wait for a rank (run.collective_timeout_s).
+        self._group = dist.new_group(backend="gloo", timeout=timeout) if asynchronous and distributed else None
         self._pending = None  # (future, temporary directory, final directory) of a background save
 
     def save(self, step: int, state: dict[str, Any]) -> Path:
@@ -373,9 +379,18 @@ def non_finite_tensors(state: Any, prefix: str = "") -> list[str]:
     return [name for name, ok in zip(names, finite) if not ok]
 
 
-def refuse_non_finite(state: Any, where: str, then: str) -> None:
+def refuse_non_finite(state: Any, where: str, then: str, world: World | None = None) -> None:
     """Raise TrainingError ``WHERE: NAME holds non-finite values (and N more tensors); THEN``
-    if a (nested) state holds NaN or ±inf: a checkpoint or an export promises good weights."""
+    if a (nested) state holds NaN or ±inf: a checkpoint or an export promises good weights.
+
+    ``world``: every rank calls this with its part of the state (its shards under FSDP, the
+    gathered whole on rank 0 only) and all of them raise if any found one, so that none waits
+    for the others in the next collective."""
     bad = non_finite_tensors(state)
+    anywhere = bool(bad)
+    if world is not None and world.distributed:  # every rank takes part before any raises
+        anywhere = all_reduce_max(torch.tensor([len(bad)], device=world.device), world).item() > 0
     if bad:
         raise TrainingError(f"{where}: {bad[0]} holds non-finite values (and {len(bad) - 1} more tensors); {then}")
+    if anywhere:
+        raise TrainingError(f"{where}: another rank's part of the state holds non-finite values; {then}")

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -119,8 +120,9 @@ class Trainer:
         self.model, self.ddp, self.optimizer, self.scheduler = step.model, step.ddp, step.optimizer, step.scheduler
         r = self.config.run
         self.checkpoints = CheckpointWriter(
-            self.run_dir, self.world.rank, self.world.distributed, keep=r.keep_checkpoints, asynchronous=r.async_checkpoint
-        )
+            self.run_dir, self.world.rank, self.world.distributed, keep=r.keep_checkpoints, asynchronous=r.async_checkpoint,
+            timeout=timedelta(seconds=r.collective_timeout_s),
+        )  # fmt: skip
         shape = self.encoder.config
         self.shape = ModelShape(shape.hidden_size, shape.intermediate_size, shape.num_hidden_layers, shape.vocab_size)
         on_gpu_in_bf16 = self.world.device.type == "cuda" and computes_in_bf16(self.config, self.world)
@@ -367,10 +369,9 @@ class Trainer:
 
     def _stop_if_non_finite(self, state: dict[str, Any], outcome: str) -> None:
         """A checkpoint or an export is a promise of good weights: never write non-finite ones.
-
-        Every rank checks (the replicas hold the same weights), so that all of them stop
-        together instead of the others waiting in the next collective."""
-        refuse_non_finite(state, f"step {self.step}", f"{outcome}, stopping; {last_good_checkpoint(self.run_dir)}")
+        Every rank checks its part and all of them stop together."""
+        then = f"{outcome}, stopping; {last_good_checkpoint(self.run_dir)}"
+        refuse_non_finite(state, f"step {self.step}", then, self.world)
 
     def export_model(self, output: Path) -> Path:
         """The query encoder + MLM head (+ the run's tokenizer) as a Hugging Face directory with

@@ -49,7 +49,7 @@ import torch
 from torch import nn
 
 from ..data.pipeline import DEFAULT_MAX_TOKENS
-from .distributed import World, all_reduce_min
+from .distributed import World, all_reduce_min, barrier
 
 GIB = 1024**3
 LADDER = tuple(range(8192, 98_304 + 1, 8192))  # 98,304: the largest measured, the fastest at base on an H100
@@ -262,6 +262,7 @@ def resolve_max_tokens(
         return CPU_MAX_TOKENS, None
     peak = peak_estimate(config, world, model, pipeline, first_step, bf16=bf16, sharded=sharded)
     if memory is None:  # what the driver has free, and what torch's allocator holds unused
+        barrier(world)  # NCCL sets up its communicator (and its buffers) at the first collective
         free, total = torch.cuda.mem_get_info(world.device)
         free += torch.cuda.memory_reserved(world.device) - torch.cuda.memory_allocated(world.device)
     else:
