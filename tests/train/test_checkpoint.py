@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from local_ports import free_port
 
 from infoxlm.train.checkpoint import (
     CHECKPOINT_DIR,
@@ -167,9 +167,7 @@ def _check_a_part(rank: int, port: int, out: Path) -> None:
 
 @pytest.mark.slow
 def test_every_rank_stops_when_one_holds_a_non_finite_shard(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     mp.spawn(_check_a_part, args=(port, tmp_path), nprocs=2)
     assert (tmp_path / "rank1").read_text() == "step 3: layer.weight holds non-finite values (and 0 more tensors); not saved"
     assert (tmp_path / "rank0").read_text() == "step 3: another rank's part of the state holds non-finite values; not saved"

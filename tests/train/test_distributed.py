@@ -23,10 +23,12 @@ def test_timeouts_are_recognised_in_either_backends_words():
 
 
 def test_each_process_takes_its_own_gpu_or_the_only_one_it_sees():
-    assert [local_cuda_index(r, 8) for r in range(8)] == list(range(8))
-    assert local_cuda_index(5, 1) == 0  # the scheduler shows each process one GPU
+    assert [local_cuda_index(r, 8, None) for r in range(8)] == list(range(8))
+    assert local_cuda_index(5, 1, "5") == 0  # the scheduler shows each process one GPU
     with pytest.raises(ConfigError, match=r"LOCAL_RANK=4, but this process sees 4 CUDA devices"):
-        local_cuda_index(4, 4)
+        local_cuda_index(4, 4, "0,1,2,3")
+    with pytest.raises(ConfigError, match=r"LOCAL_RANK=1, but this process sees 1 CUDA devices"):
+        local_cuda_index(1, 1, None)  # two processes on a machine with one GPU
 
 
 def test_workers_restarted_with_torchruns_shared_store_are_told_how_to_avoid_it():

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from infoxlm.train.errors import TrainingError
 from infoxlm.train.export import export
 from infoxlm.train.loop import pretrain
 
+from local_ports import free_port
 from training_stores import write_mono, write_parallel, write_store
 
 GOLDEN = Path(__file__).parent / "golden_loss_curve.json"
@@ -150,9 +150,7 @@ def test_two_nodes_over_loopback_match_one_process(store, tmp_path):
     launch (scripts/slurm/pretrain.sbatch) does, with the rendezvous on 127.0.0.1."""
     common = ["pretrain", "--preset", "test", "--data", str(store), "--max-steps", "8", "--no-progress"]
     subprocess.run(_cli(*common, "--output", str(tmp_path / "one")), check=True, capture_output=True, timeout=300)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     nodes = [
         subprocess.Popen(
             [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",

@@ -6,7 +6,6 @@ import contextlib
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
+from local_ports import free_port
 from test_loop import structured_store
 
 from infoxlm.train.checkpoint import latest_checkpoint, list_checkpoints
@@ -71,9 +71,7 @@ def _agree(rank: int, port: int, answers) -> None:
 
 @pytest.mark.slow
 def test_ranks_agree_to_stop_when_one_of_them_got_the_signal():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     answers = mp.Manager().dict()
     mp.spawn(_agree, args=(port, answers), nprocs=2, join=True)
     assert answers[0] == "SIGTERM received"

@@ -383,9 +383,9 @@ def refuse_non_finite(state: Any, where: str, then: str, world: World | None = N
     """Raise TrainingError ``WHERE: NAME holds non-finite values (and N more tensors); THEN``
     if a (nested) state holds NaN or ±inf: a checkpoint or an export promises good weights.
 
-    ``world``: every rank calls this with its part of the state (its shards under FSDP, the
-    gathered whole on rank 0 only) and all of them raise if any found one, so that none waits
-    for the others in the next collective."""
+    ``world``: every rank calls this with its part of the state (under FSDP its shards, or for
+    an export the whole state gathered on rank 0 and nothing on the others) and all of them
+    raise if any found one, so that none waits for the others in the next collective."""
     bad = non_finite_tensors(state)
     anywhere = bool(bad)
     if world is not None and world.distributed:  # every rank takes part before any raises

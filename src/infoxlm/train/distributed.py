@@ -53,7 +53,8 @@ def init_world(device: str | None = None, collective_timeout_s: int = 1800) -> W
     if torch_device.type == "cuda" and (torch_device.index or 0) >= torch.cuda.device_count():
         raise ConfigError(f"run.device={device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
     if torch_device.type == "cuda":
-        index = local_cuda_index(local_rank, torch.cuda.device_count()) if size > 1 else (torch_device.index or 0)
+        shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+        index = local_cuda_index(local_rank, torch.cuda.device_count(), shown) if size > 1 else (torch_device.index or 0)
         torch_device = torch.device("cuda", index)
         torch.cuda.set_device(torch_device)
     warning = restart_store_warning(os.environ)
@@ -67,13 +68,13 @@ def init_world(device: str | None = None, collective_timeout_s: int = 1800) -> W
     return World(rank=rank, size=size, local_rank=local_rank, device=torch_device)
 
 
-def local_cuda_index(local_rank: int, visible: int) -> int:
-    """The GPU of the process with this local rank among ``visible`` devices: its own when
+def local_cuda_index(local_rank: int, visible: int, cuda_visible_devices: str | None) -> int:
+    """The GPU of the process with this local rank among the ``visible`` devices: its own when
     each process of the node sees them all (torchrun's way), the only one when a scheduler
-    shows each process one (CUDA_VISIBLE_DEVICES per task)."""
+    shows each process one (``CUDA_VISIBLE_DEVICES`` naming a single device)."""
     if local_rank < visible:
         return local_rank
-    if visible == 1:
+    if visible == 1 and cuda_visible_devices is not None and "," not in cuda_visible_devices:
         return 0
     raise ConfigError(
         f"LOCAL_RANK={local_rank}, but this process sees {visible} CUDA devices: start at most {visible} "

@@ -106,11 +106,12 @@ class JointModel(nn.Module):
         touch_unreached adds 0 × one element of every trainable parameter that this
         micro-step's objectives do not reach (layers above the universal layer in an XLCO-only
         micro-step, the query projection while XLCO is off), so that each parameter takes
-        part in the graph. The trainer touches on a step's last micro-step, in every world
-        size: DDP then never meets an unused parameter, and every parameter has a gradient
-        (zero, not missing: AdamW decays and moves a parameter with a zero gradient and skips
-        one with none) with one process or many. Only those parameters get the (dense, zero)
-        gradient of the touch.
+        part in the graph. The trainer touches on a step's last micro-step, in one process and
+        under DDP (FSDP gives such parameters zero gradients after the backward instead): DDP
+        then never meets an unused parameter, and every parameter has a gradient (zero, not
+        missing: AdamW decays and moves a parameter with a zero gradient and skips one with
+        none) with one process or many. Only those parameters get the (dense, zero) gradient of
+        the touch.
 
         keys_of: only the key vectors of these pairs (filling the queue, without gradient);
         through ``forward`` so that FSDP gathers the weights it needs as in a training step.
