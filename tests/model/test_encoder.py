@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
 
 from infoxlm import Encoder, EncoderConfig
 from infoxlm.model.encoder import xlmr_position_ids
@@ -140,6 +142,30 @@ def test_compiled_layers_compute_what_the_eager_ones_do(mixed_batch):
         assert torch.equal(a, b)
     assert torch.allclose(chosen, eager[-1][mask.bool()][rows], atol=TOL)
     assert shorter.shape == (3, 7, enc.config.hidden_size)
+
+
+@pytest.mark.slow
+def test_compiled_layers_get_a_graph_for_each_of_the_12_forms_training_calls_them_in():
+    # Training calls the layers' one forward with grad and autocast (query encoder), without
+    # grad under autocast (key encoder), without either (the queue's pre-fill), with rows
+    # kept or not (the top layer), on packed or padded states: more forms than torch's
+    # default limit of 8 graphs per function, past which the rest would run uncompiled.
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120), FastPaths.training(single_process=True))
+    torch._dynamo.reset()
+    counters.clear()
+    enc.compile_layers(backend="eager")
+    full = torch.randint(4, 100, (2, 6))
+    full[:, 0] = 0
+    padded = full.clone()
+    padded[1, 4:] = enc.config.pad_token_id  # packed states; full rows stay (B, T, d)
+    for grad, autocast in ((True, True), (False, True), (False, False)):
+        for ids in (padded, full):
+            for rows in (None, torch.tensor([1, 3])):
+                with torch.set_grad_enabled(grad), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                    enc(ids) if rows is None else enc.states_at(ids, rows)
+    assert counters["stats"]["unique_graphs"] == 12
+    assert counters["frames"]["ok"] == counters["frames"]["total"] == 12
 
 
 def test_checkpointed_activations_give_the_same_gradients_by_recomputing(mixed_batch):

@@ -177,6 +177,7 @@ class Embeddings(nn.Module):
 # BENCHMARKS.md, "GPU: one H100, base and large"). Flash (no padding) and memory-efficient
 # (padding mask) kernels need no per-shape set-up.
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+LAYER_GRAPHS = 16  # graphs torch.compile may make of the layers' forward (see Encoder.compile_layers)
 
 
 def varlen_attention_applies(x: torch.Tensor, dropout_p: float) -> bool:
@@ -433,7 +434,16 @@ class Encoder(nn.Module):
         """``torch.compile`` each layer, with dynamic shapes (batches of sentences bring new
         lengths at every step, which must not each cost a compile). Compiling fuses the
         element-wise work around the products, and costs time over the first steps (see
-        BENCHMARKS.md, "GPU: one H100, base and large")."""
+        BENCHMARKS.md, "GPU: one H100, base and large").
+
+        The layers share one ``forward``, which training calls in up to 12 forms, each its own
+        graph: 3 grad and autocast states (query encoder, key encoder, the queue's pre-fill)
+        × rows kept or not (the top layer) × packed or padded states. Past torch's limit of
+        graphs per function (8) the forms left would run uncompiled, so the limit is raised
+        to ``LAYER_GRAPHS`` (for the whole process; it only matters where a function really
+        meets more forms).
+        """
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, LAYER_GRAPHS)
         for layer in self.encoder.layer:
             layer.compile(dynamic=True, backend=backend)
 
