@@ -122,13 +122,10 @@ def test_a_filler_is_one_short_row_with_one_target_and_says_so_wherever_it_goes(
     b = filler_mlm_batch()
     assert b.input_ids.tolist() == [[0, 2]] and b.attention_mask.tolist() == [[1, 1]]
     assert b.targets.tolist() == [2] and b.masked_rows.tolist() == [1] and (b.num_tokens, b.num_masked) == (2, 1)
-    assert b.filler and b.to("cpu").filler and not _batches_of([5, 4])[0].to("cpu").filler
+    assert b.filler and b.to("cpu").filler
+    assert not mlm_micro_batches(_masked([5, 4]), np.arange(2), max_tokens=64)[0].to("cpu").filler
     pair = filler_contrast_batch()
     assert pair.filler and pair.to("cpu").filler and pair.num_examples == 1
-
-
-def _batches_of(lengths):
-    return mlm_micro_batches(_masked(lengths), np.arange(len(lengths)), max_tokens=64)
 
 
 def test_bad_budgets():

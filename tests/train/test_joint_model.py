@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from infoxlm.bench.sizes import SIZES
-from infoxlm.data.batching import filler_contrast_batch, filler_mlm_batch
 from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+from infoxlm.data.batching import filler_contrast_batch, filler_mlm_batch
 from infoxlm.model.config import EncoderConfig
 from infoxlm.model.encoder import Encoder
 from infoxlm.model.fast_paths import FastPaths

@@ -49,6 +49,11 @@ def _largest_difference(a: dict, b: dict) -> float:
     return max((a[k] - b[k]).abs().max().item() for k in a)
 
 
+def _sets(overrides: list[str]) -> list[str]:
+    """``--set O`` for each override."""
+    return [arg for o in overrides for arg in ("--set", o)]
+
+
 def _quiet(fn, *args, **kwargs):
     with contextlib.redirect_stdout(io.StringIO()):
         return fn(*args, **kwargs)
@@ -73,7 +78,7 @@ def test_fsdp_with_bf16_compute_and_compiled_layers_trains_as_fp32_does(store, t
     common = ["pretrain", "--preset", "test", "--data", str(store), "--max-steps", "10", "--no-progress"]
     _run([sys.executable, "-m", "infoxlm", *common, "--output", str(tmp_path / "fp32")])
     gpu_like = ["run.parallelism=fsdp", "run.cpu_bf16=true", "run.compile=true"]
-    _run([*TORCHRUN, *common, "--output", str(tmp_path / "fsdp"), *[a for o in gpu_like for a in ("--set", o)]])
+    _run([*TORCHRUN, *common, "--output", str(tmp_path / "fsdp"), *_sets(gpu_like)])
     reference, sharded = losses(tmp_path / "fp32"), losses(tmp_path / "fsdp")
     assert len(sharded) == 10
     for a, b in zip(reference, sharded):  # bf16 rounding, not another computation
@@ -97,8 +102,7 @@ def test_ranks_with_different_micro_batch_counts_match_one_process(store, tmp_pa
     counts = [[tuple(map(len, (d.mmlm, d.tlm, d.xlco))) for d in (pipeline.step(s, r, 2) for r in range(2))]
               for s in range(6)]  # fmt: skip
     assert all(any(rank0[j] != rank1[j] for rank0, rank1 in counts) for j in range(3))  # MMLM, TLM, XLCO
-    common = ["pretrain", "--preset", "test", "--data", str(store), "--max-steps", "6", "--no-progress",
-              *[a for o in UNEVEN for a in ("--set", o)]]  # fmt: skip
+    common = ["pretrain", "--preset", "test", "--data", str(store), "--max-steps", "6", "--no-progress", *_sets(UNEVEN)]
     _run([sys.executable, "-m", "infoxlm", *common, "--output", str(tmp_path / "one")])
     _run([*TORCHRUN, *common, "--output", str(tmp_path / "two"), "--set", f"run.parallelism={parallelism}"])
     assert _largest_difference(_weights(tmp_path / "one", tmp_path), _weights(tmp_path / "two", tmp_path)) < 1e-4
