@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -283,6 +284,28 @@ def test_hidden_size_of_a_billion_is_one_line_without_allocating(tiny_model_dir,
     result = cli("embed", "--model", str(model), "--output", str(tmp_path / "v.npy"), stdin=b"hello\n")
     err = one_line_error(result)
     assert f"{model / 'config.json'}: hidden_size is 1000000000" in err and "parameters" in err
+    assert not (tmp_path / "v.npy").exists()
+
+
+def test_sizes_that_disagree_with_the_weights_are_refused_before_allocating(tiny_model_dir, tmp_path):
+    # Every field is within its bound, but the encoder would hold 1.8e10 parameters (68.7 GB in
+    # fp32); its weights file holds a vocabulary of about a hundred pieces. A wrapper process
+    # reports the command's peak memory (its child's).
+    model = model_with(tmp_path, tiny_model_dir, vocab_size=16_777_216, hidden_size=1024)
+    wrapper = (
+        "import resource, subprocess, sys; "
+        "r = subprocess.run([sys.executable, '-m', 'infoxlm', *sys.argv[1:]], input=b'hello\\n'); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)"
+    )
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", wrapper, "embed", "--model", str(model), "--output",
+                             str(tmp_path / "v.npy")], capture_output=True, timeout=300)
+    seconds = time.monotonic() - started
+    err = one_line_error(result)
+    assert f"{model / 'model.safetensors'}: tensor 'lm_head.bias' has shape (" in err, err
+    assert f"{model / 'config.json'} implies (16777216" in err, err
+    peak_mb = int(result.stdout.decode().split()[-1]) / 1024  # ru_maxrss is in kB on Linux
+    assert peak_mb < 800 and seconds < 60, (peak_mb, seconds)
     assert not (tmp_path / "v.npy").exists()
 
 

@@ -33,7 +33,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from .autocast import autocast_dtype
 from .config import EncoderConfig
 from .fast_paths import FastPaths
-from .hub import load_weights, read_encoder_config, save_encoder
+from .hub import check_weights_fit, load_weights, read_encoder_config, save_encoder
 from .layer_norm import LayerNorm
 from .mlm_head import MLMHead, add_into_grad
 from .packing import Packing, select_rows
@@ -481,7 +481,13 @@ class Encoder(nn.Module):
         ``weights_only=True``; the MLM head (``lm_head.*``) when present, else a freshly
         initialised one. Raises ``CheckpointError`` for anything that is not XLM-R-shaped.
         """
-        encoder = cls(read_encoder_config(path), fast_paths)
+        config = read_encoder_config(path)
+        # The weights' names and shapes are checked against an encoder built on the meta device
+        # (no memory) first: a config.json that disagrees with its weights is refused before a
+        # model of its size is allocated.
+        with torch.device("meta"):
+            check_weights_fit(cls(config, fast_paths), path)
+        encoder = cls(config, fast_paths)
         load_weights(encoder, path, map_location)
         return encoder
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from ..errors import CheckpointError
@@ -62,31 +62,62 @@ def written_by_infoxlm(directory: str | Path) -> bool:
 
 def read_checkpoint_tensors(directory: str | Path, map_location: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
     """All tensors in a checkpoint directory, under the names the file gives them."""
+    tensors: dict[str, torch.Tensor] = {}
+    for path in _weight_files(directory):
+        if path.name == PICKLE_WEIGHTS_NAME:
+            tensors.update(_read_pickle(path, map_location))
+        else:
+            tensors.update(_read_safetensors(path, map_location))
+    return tensors
+
+
+def read_weight_shapes(directory: str | Path) -> dict[str, tuple[tuple[int, ...], Path]]:
+    """Name → (shape, file) of every tensor in a checkpoint directory, without reading one:
+    safetensors headers only; a pickle is unpickled onto the meta device (no storage)."""
+    shapes: dict[str, tuple[tuple[int, ...], Path]] = {}
+    for path in _weight_files(directory):
+        if path.name == PICKLE_WEIGHTS_NAME:
+            shapes.update({k: (tuple(v.shape), path) for k, v in _read_pickle(path, "meta").items()})
+            continue
+        try:
+            with safe_open(path, framework="pt") as file:
+                shapes.update({k: (tuple(file.get_slice(k).get_shape()), path) for k in file.keys()})
+        except (SafetensorError, OSError) as err:
+            raise CheckpointError(f"{path}: not a readable safetensors file ({err})") from None
+    return shapes
+
+
+def _weight_files(directory: str | Path) -> list[Path]:
+    """The weight files of a checkpoint directory: one safetensors file, the shards an index
+    names, or one pickle."""
     directory = Path(directory)
     if (directory / WEIGHTS_NAME).is_file():
-        return _read_safetensors(directory / WEIGHTS_NAME, map_location)
+        return [directory / WEIGHTS_NAME]
     if (directory / SHARD_INDEX_NAME).is_file():
         index_path = directory / SHARD_INDEX_NAME
         try:
             shard_names = sorted(set(json.loads(index_path.read_text())["weight_map"].values()))
-        except (json.JSONDecodeError, KeyError, AttributeError) as err:
+        except (json.JSONDecodeError, KeyError, AttributeError, TypeError) as err:
             raise CheckpointError(f"{index_path}: not a safetensors shard index ({err})") from None
-        tensors: dict[str, torch.Tensor] = {}
-        for name in shard_names:
-            tensors.update(_read_safetensors(directory / name, map_location))
-        return tensors
+        missing = [name for name in shard_names if not (directory / name).is_file()]
+        if missing:
+            raise CheckpointError(f"{directory / missing[0]}: shard named in {index_path.name} is missing")
+        return [directory / name for name in shard_names]
     if (directory / PICKLE_WEIGHTS_NAME).is_file():
-        path = directory / PICKLE_WEIGHTS_NAME
-        try:
-            state = torch.load(path, map_location=map_location, weights_only=True)
-        except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
-            raise CheckpointError(_pickle_refusal(path, err)) from None
-        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-            raise CheckpointError(f"{path}: expected a dict of tensors (a state dict)")
-        return state
+        return [directory / PICKLE_WEIGHTS_NAME]
     raise CheckpointError(
         f"{directory}: no weights found; expected {WEIGHTS_NAME}, {SHARD_INDEX_NAME} or {PICKLE_WEIGHTS_NAME}"
     )
+
+
+def _read_pickle(path: Path, map_location: str | torch.device) -> dict[str, torch.Tensor]:
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
+        raise CheckpointError(_pickle_refusal(path, err)) from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"{path}: expected a dict of tensors (a state dict)")
+    return state
 
 
 def _pickle_refusal(path: Path, err: BaseException) -> str:
@@ -106,8 +137,6 @@ def _pickle_refusal(path: Path, err: BaseException) -> str:
 
 
 def _read_safetensors(path: Path, map_location: str | torch.device) -> dict[str, torch.Tensor]:
-    if not path.is_file():
-        raise CheckpointError(f"{path}: shard named in the index is missing")
     try:
         return load_file(path, device=str(map_location))
     except (SafetensorError, OSError) as err:
@@ -122,46 +151,56 @@ def read_encoder_config(directory: str | Path) -> EncoderConfig:
     return EncoderConfig.load(directory)
 
 
+def check_weights_fit(encoder: torch.nn.Module, directory: str | Path) -> dict[str, str]:
+    """Refuse weights whose names or shapes disagree with ``encoder``; read from the files'
+    headers alone, so an encoder built on the meta device checks a directory before anything is
+    allocated. Returns the encoder key → the tensor's name in the file, for every key found."""
+    directory = Path(directory)
+    file_shapes = read_weight_shapes(directory)
+    expected = {k: tuple(v.shape) for k, v in encoder.state_dict().items() if k != TIED_KEY}
+
+    # Checkpoint names → the encoder's: drop the body prefix; older files call the head's bias
+    # lm_head.decoder.bias.
+    file_name: dict[str, str] = {}
+    ignored: list[str] = []
+    for name in file_shapes:
+        key = name[len(BODY_PREFIX):] if name.startswith(BODY_PREFIX) else name
+        if key == "lm_head.decoder.bias":
+            key = "lm_head.bias"
+        if key in expected:
+            file_name.setdefault(key, name)
+        elif key not in IGNORED_KEYS and key != TIED_KEY:
+            ignored.append(name)
+
+    _check_complete(expected, file_name, directory)
+    for key, name in file_name.items():
+        shape, path = file_shapes[name]
+        if shape != expected[key]:
+            raise CheckpointError(
+                f"{path}: tensor {name!r} has shape {shape}, but {directory / 'config.json'} "
+                f"implies {expected[key]}"
+            )
+    if ignored:
+        log.warning("%s: ignoring %d tensors that are not part of XLM-R: %s", directory, len(ignored), _short(ignored))
+    return file_name
+
+
 def load_weights(encoder: torch.nn.Module, directory: str | Path, map_location: str | torch.device = "cpu") -> None:
     """Fill an encoder built from the directory's config with its weights; see ``Encoder.from_pretrained``.
 
     ``encoder`` is an :class:`~infoxlm.model.encoder.Encoder` (taken as a module, so that
     this file does not depend on the class that calls it).
     """
-    directory = Path(directory)
+    file_name = check_weights_fit(encoder, directory)
     tensors = read_checkpoint_tensors(directory, map_location)
-    expected = {k: v for k, v in encoder.state_dict().items() if k != TIED_KEY}
-
-    # Checkpoint names → the encoder's: drop the body prefix; older files call the head's bias
-    # lm_head.decoder.bias.
-    found: dict[str, torch.Tensor] = {}
-    file_name: dict[str, str] = {}  # encoder key → the name in the file, for messages
-    ignored: list[str] = []
-    for name, tensor in tensors.items():
-        key = name[len(BODY_PREFIX):] if name.startswith(BODY_PREFIX) else name
-        if key == "lm_head.decoder.bias":
-            key = "lm_head.bias"
-        if key in expected:
-            found.setdefault(key, tensor)
-            file_name.setdefault(key, name)
-        elif key not in IGNORED_KEYS and key != TIED_KEY:
-            ignored.append(name)
-
-    _check_complete(expected, found, directory)
-    for key, tensor in found.items():
-        if tuple(tensor.shape) != tuple(expected[key].shape):
-            raise CheckpointError(
-                f"{directory}: tensor {file_name[key]!r} has shape {tuple(tensor.shape)}, but config.json "
-                f"implies {tuple(expected[key].shape)}"
-            )
-    if ignored:
-        log.warning("%s: ignoring %d tensors that are not part of XLM-R: %s", directory, len(ignored), _short(ignored))
-    # Weights absent from the file (head or pooler) keep the fresh initialisation.
-    encoder.load_state_dict({**expected, **found}, strict=False)
+    found = {key: tensors[name] for key, name in file_name.items()}
+    # Weights absent from the file (head or pooler) keep the fresh initialisation; the tied
+    # decoder is the word-embedding matrix, loaded as such.
+    encoder.load_state_dict(found, strict=False)
     encoder.loaded_parts = {part for part in ("lm_head", "pooler") if f"{part}.dense.weight" in found}
 
 
-def _check_complete(expected: dict[str, torch.Tensor], found: dict[str, torch.Tensor], directory: Path) -> None:
+def _check_complete(expected: dict[str, tuple[int, ...]], found: dict[str, str], directory: Path) -> None:
     """The body must be whole; the head and the pooler are optional, but all-or-nothing."""
     groups = {
         "body": [k for k in expected if not k.startswith(("lm_head.", "pooler."))],
