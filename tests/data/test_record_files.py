@@ -133,6 +133,17 @@ def test_null_values_are_empty_lines(tmp_path, tiny_model_dir):
     assert result.meta["skipped"]["empty"] == 1
 
 
+def test_a_lone_surrogate_is_skipped_and_counted_with_skip_invalid(tmp_path, tiny_model_dir):
+    path = write_jsonl(tmp_path / "de.jsonl", [{"text": LINES[0]}, '{"text": "\\udc80 Hallo"}', {"text": LINES[1]}])
+    result = prepare_monolingual("de", [path], tiny_model_dir, tmp_path / "s", skip_invalid=True, show_progress=False)
+    assert result.meta["counts"]["lines"] == 2 and result.meta["skipped"]["invalid_utf8"] == 1
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", [{"en": "Hello.", "de": "Hallo."}, '{"en": "Yes.", "de": "\\ud800"}'])
+    with pytest.raises(DataError, match=r"pairs.jsonl:2: field 'de' holds a lone surrogate \(\\ud800\) at character 0"):
+        prepare_parallel("en-de", tiny_model_dir, tmp_path / "p", input=pairs, show_progress=False)
+    result = prepare_parallel("en-de", tiny_model_dir, tmp_path / "p", input=pairs, skip_invalid=True, show_progress=False)
+    assert result.meta["counts"]["pairs"] == 1 and result.meta["skipped"]["invalid_utf8"] == 1
+
+
 def test_parallel_records_give_the_store_of_two_files(tmp_path, tiny_model_dir, capsys):
     (tmp_path / "en.txt").write_text("\n".join(EN) + "\n", encoding="utf-8")
     (tmp_path / "de.txt").write_text("\n".join(DE) + "\n", encoding="utf-8")
@@ -289,6 +300,10 @@ BAD_RECORDS = {
     "number": (bad_jsonl({"text": 42}), [], "de.jsonl:2: field 'text' is a number (42); expected a string or null"),
     "list": (bad_jsonl({"text": ["a", "b"]}), [], 'de.jsonl:2: field \'text\' is a list (["a", "b"]); expected a string or null'),
     "missing_doc_field": (bad_jsonl(), ["--doc-field", "doc"], "de.jsonl:1: no field 'doc'; its fields are 'text'"),
+    "lone_surrogate": (bad_jsonl('{"text": "Hallo \\ud800!"}'), [],
+                       "de.jsonl:2: field 'text' holds a lone surrogate (\\ud800) at character 6; expected valid Unicode"),
+    "deep_nesting": (bad_jsonl("[" * 100_000), [],
+                     "de.jsonl:2: invalid JSON (nested deeper than Python's JSON parser allows); expected one JSON object per line"),
     "parquet_column": (bad_parquet({"body": ["a"], "id": [1]}), ["--field", "text"],
                        "de.parquet: no field 'text'; its columns are 'body', 'id'; expected the name of one of them"),
     "parquet_type": (bad_parquet({"text": [1, 2]}), [], "de.parquet: column 'text' holds int64; expected strings"),

@@ -200,6 +200,8 @@ def _jsonl_batches(
                 continue
             else:
                 record = _parse_json_line(source, number, line)
+                if _has_lone_surrogate(record, text_fields, f"{source.label}:{number}", skip_invalid):
+                    record = dict.fromkeys(fields, INVALID)  # not Unicode: skipped as invalid UTF-8 is
             for field in fields:
                 if field not in record:
                     raise _missing_field(f"{source.label}:{number}", field, list(record))
@@ -213,14 +215,36 @@ def _parse_json_line(source: InputSource, number: int, line: str) -> dict[str, A
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise DataError(
-            f"{source.label}:{number}: invalid JSON ({exc.msg} at column {exc.colno}); "
-            "expected one JSON object per line"
-        ) from None
+        reason = f"{exc.msg} at column {exc.colno}"
+    except RecursionError:  # thousands of nested [ or {
+        reason = "nested deeper than Python's JSON parser allows"
+    else:
+        reason = None
+    if reason is not None:
+        raise DataError(f"{source.label}:{number}: invalid JSON ({reason}); expected one JSON object per line")
     if not isinstance(record, dict):
         kind = _KINDS.get(type(record), "a string" if isinstance(record, str) else "null")
         raise DataError(f"{source.label}:{number}: {kind}, not an object; expected one JSON object per line")
     return record
+
+
+def _has_lone_surrogate(record: dict[str, Any], text_fields: list[str], where: str, skip_invalid: bool) -> bool:
+    """Whether a text field holds a lone surrogate (JSON's ``"\\ud800"`` escape decodes to one,
+    though it is no Unicode character and has no UTF-8 form); an error unless ``skip_invalid``."""
+    for field in text_fields:
+        value = record.get(field)
+        if not isinstance(value, str) or value.isascii():
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            if skip_invalid:
+                return True
+            raise DataError(
+                f"{where}: field {field!r} holds a lone surrogate (\\u{ord(value[exc.start]):04x}) at character "
+                f"{exc.start}; expected valid Unicode (--skip-invalid skips such records)"
+            ) from None
+    return False
 
 
 def _check_schema(schema: Any, text_fields: list[str], doc_field: str | None, where: Path) -> None:
