@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from infoxlm.cli import main
 
 XNLI_RUN = {
@@ -52,3 +54,51 @@ def test_report_rejects_unknown_inputs(tmp_path, capsys):
     assert "other.json: no finetune" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "missing"), "--output", str(tmp_path / "r")]) == 1
     assert "missing: no such run directory or JSON file" in capsys.readouterr().err
+
+
+def _without(obj: dict, *keys: str) -> dict:
+    """A deep copy of ``obj`` with the key at the path ``keys`` removed."""
+    obj = json.loads(json.dumps(obj))
+    inner = obj
+    for key in keys[:-1]:
+        inner = inner[key]
+    del inner[keys[-1]]
+    return obj
+
+
+def _with(obj: dict, value, *keys: str) -> dict:
+    obj = json.loads(json.dumps(obj))
+    inner = obj
+    for key in keys[:-1]:
+        inner = inner[key]
+    inner[keys[-1]] = value
+    return obj
+
+
+BAD_RESULTS = [
+    (_without(XNLI_RUN, "mean"), "no key mean; expected it in xnli results"),
+    (_without(XNLI_RUN, "mean", "test_average"), "no key mean.test_average; expected it in xnli results"),
+    (_with(XNLI_RUN, "80", "mean", "test", "de"), 'mean.test.de is "80"; expected a number'),
+    (_with(XNLI_RUN, [1], "mean", "test"), "mean.test is [1]; expected an object"),
+    (_with(XNLI_RUN, "../../evil", "setting"), 'setting is "../../evil"; expected a name of letters, digits, - and _'),
+    (_without(MLQA_RUN, "mean", "test", "de", "f1"), "no key mean.test.de.f1; expected it in mlqa results"),
+    (_with(MLQA_RUN, None, "mean", "average_f1"), "mean.average_f1 is null; expected a number"),
+    (_with(MLQA_RUN, "big", "mean", "transfer_gap_f1"), 'mean.transfer_gap_f1 is "big"; expected a number or null'),
+    (_without(TATOEBA, "languages", "deu", "en2xx"), "no key languages.deu.en2xx; expected it in tatoeba results"),
+    (_with(TATOEBA, "8", "layer"), 'layer is "8"; expected an integer'),
+    ({"layer": 5, "layers": {"8": TATOEBA}}, "layers has no key 5 (the layer that layer names); its keys are 8"),
+    ({"layer": 8, "layers": {"8": _with(TATOEBA, None, "languages", "cmn", "xx2en")}},
+     "layers.8.languages.cmn.xx2en is null; expected a number"),
+]
+
+
+@pytest.mark.parametrize(("obj", "expected"), BAD_RESULTS)
+def test_report_names_the_file_and_key_of_a_malformed_result(tmp_path, capsys, obj, expected):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps(obj))
+    assert main(["report", str(run), "--output", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err == f"infoxlm: error: {run / 'results.json'}: {expected}", err
+    assert not (tmp_path / "r").exists()

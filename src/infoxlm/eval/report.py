@@ -17,6 +17,7 @@ The paper's published rows (``paper_results.py``) are listed first in each table
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,20 +48,78 @@ def _load(path: Path) -> Any:
         raise EvalDataError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
 
 
-def _tatoeba_block(obj: Any) -> dict | None:
+def _tatoeba_block(obj: Any, file: Path, keys: tuple[str, ...] = ()) -> dict | None:
+    """The one-layer block (checked) of an ``eval tatoeba`` output, or None for another kind of
+    file; ``keys`` lead to ``obj`` in the file."""
     if not isinstance(obj, dict):
         return None
     if isinstance(obj.get("languages"), dict) and isinstance(obj.get("average"), dict) and "xx2en" in obj["average"]:
+        _check_shape(obj, _TATOEBA_SHAPE, file, "tatoeba", keys)
         return obj
     if isinstance(obj.get("layers"), dict) and obj["layers"]:
         # The fixed layer of the protocol, never the layer that scores best on this (test) data.
-        if isinstance(obj.get("layer"), int):
+        if "layer" in obj:
+            _check_shape(obj, {"layer": "integer"}, file, "tatoeba")
             layer, rule = obj["layer"], obj.get("layer_rule", "fixed")
         else:
             layer, rule = default_layer(len(obj["layers"]) - 1)
-        block = _tatoeba_block(obj["layers"].get(str(layer)))
+        if str(layer) not in obj["layers"]:
+            raise EvalDataError(
+                f"{file}: layers has no key {layer} (the layer that layer names); its keys are "
+                + ", ".join(obj["layers"])
+            )
+        block = _tatoeba_block(obj["layers"][str(layer)], file, ("layers", str(layer)))
         return {**block, "layer_rule": rule} if block else None
     return None
+
+
+# What a table reads from each kind of result: a key's shape is a mapping of keys (a key
+# ending in "?" may be absent; "*" stands for every key), or a kind of value (_KINDS).
+_XNLI_SHAPE = {"setting?": "name", "seeds?": "list",
+               "mean": {"test": {"*": "number"}, "test_average": "number", "transfer_gap?": "number or null"}}
+_MLQA_SHAPE = {"seeds?": "list", "mean": {
+    "test": {"*": {"f1": "number", "exact_match": "number"}}, "average_f1": "number",
+    "average_exact_match": "number", "transfer_gap_f1?": "number or null", "transfer_gap_exact_match?": "number or null",
+}}
+_TATOEBA_SHAPE = {"layer?": "integer", "languages": {"*": {"xx2en": "number", "en2xx": "number"}}}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_KINDS = {
+    "number": _is_number,
+    "number or null": lambda v: v is None or _is_number(v),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "list": lambda v: isinstance(v, list),
+    # The XNLI setting names a PNG file: no path separators.
+    "name": lambda v: isinstance(v, str) and re.fullmatch(r"[\w-]+", v, re.ASCII) is not None,
+}
+_EXPECTED = {"number": "a number", "number or null": "a number or null", "integer": "an integer", "list": "a list",
+             "name": "a name of letters, digits, - and _"}
+
+
+def _check_shape(value: Any, shape: Any, file: Path, task: str, keys: tuple[str, ...] = ()) -> None:
+    """Refuse a result the tables cannot read, naming the file and the key (``mean.test.de``)."""
+    where = f"{file}: " + ".".join(keys)
+    if not isinstance(shape, dict):
+        if not _KINDS[shape](value):
+            shown = json.dumps(value, ensure_ascii=False)
+            raise EvalDataError(f"{where} is {shown if len(shown) <= 40 else shown[:37] + '...'}; expected {_EXPECTED[shape]}")
+        return
+    if not isinstance(value, dict):
+        raise EvalDataError(f"{where} is {json.dumps(value)[:40]}; expected an object")
+    for key, inner in shape.items():
+        if key == "*":
+            for name, item in value.items():
+                _check_shape(item, inner, file, task, (*keys, name))
+            continue
+        name = key.rstrip("?")
+        if name in value:
+            _check_shape(value[name], inner, file, task, (*keys, name))
+        elif not key.endswith("?"):
+            raise EvalDataError(f"{file}: no key {'.'.join((*keys, name))}; expected it in {task} results")
 
 
 def gather(paths: list[str | Path]) -> Gathered:
@@ -79,11 +138,13 @@ def gather(paths: list[str | Path]) -> Gathered:
             obj = _load(file)
             name = path.name if path.is_dir() else path.stem
             if isinstance(obj, dict) and obj.get("task") == "xnli":
+                _check_shape(obj, _XNLI_SHAPE, file, "xnli")
                 out.xnli.setdefault(obj.get("setting", "cross-lingual-transfer"), []).append((name, obj))
             elif isinstance(obj, dict) and obj.get("task") == "mlqa":
+                _check_shape(obj, _MLQA_SHAPE, file, "mlqa")
                 out.mlqa.append((name, obj))
-            elif _tatoeba_block(obj) is not None:
-                out.tatoeba.append((name if path.is_file() else f"{name}/{file.stem}", _tatoeba_block(obj)))
+            elif (block := _tatoeba_block(obj, file)) is not None:
+                out.tatoeba.append((name if path.is_file() else f"{name}/{file.stem}", block))
             elif isinstance(obj, dict) and "models" in obj and "summary" in obj:
                 md = file.with_name("results.md")
                 out.demo.append((name, md.read_text(encoding="utf-8") if md.is_file() else "(no results.md)"))
