@@ -69,6 +69,9 @@ def mono_inputs(root: Path) -> dict[str, Path]:
     (root / "parts").mkdir()
     pq.write_table(table.slice(0, 4), root / "parts" / "part-0.parquet")
     pq.write_table(table.slice(4), root / "parts" / "part-1.parquet")
+    # A pandas categorical column is stored dictionary-encoded.
+    categorical = pa.table({"text": pa.array(LINES).dictionary_encode()})
+    pq.write_table(categorical, root / "categorical.parquet")
     return {
         "de.txt": root / "de.txt",
         "de.jsonl": write_jsonl(root / "de.jsonl", records),
@@ -76,6 +79,7 @@ def mono_inputs(root: Path) -> dict[str, Path]:
         "de.parquet": root / "de.parquet",
         "parts": root / "parts",
         "saved": save_dataset(root / "saved", {"text": LINES, "n": list(range(len(LINES)))}),
+        "categorical.parquet": root / "categorical.parquet",
     }
 
 
@@ -190,7 +194,7 @@ def test_input_kinds_are_told_by_name(tmp_path):
     paths = mono_inputs(tmp_path)
     kinds = {name: input_source(path, "--input").kind for name, path in paths.items()}
     assert kinds == {"de.txt": "text", "de.jsonl": "jsonl", "de.jsonl.gz": "jsonl", "de.parquet": "parquet",
-                     "parts": "parquet", "saved": "saved-dataset"}  # fmt: skip
+                     "parts": "parquet", "saved": "saved-dataset", "categorical.parquet": "parquet"}  # fmt: skip
     assert HubDataset.parse("hf:wikitext:wikitext-2-raw-v1") == HubDataset("wikitext", "wikitext-2-raw-v1", "train")
     assert str(HubDataset.parse("hf:org/name::validation".replace("::", ":x:"))) == "hf:org/name:x:validation"
     with pytest.raises(DataError, match=r"hf:a:b:c:d: not a dataset name; expected hf:NAME\[:CONFIG\]\[:SPLIT\]"):
@@ -284,6 +288,22 @@ def written(name: str, text: str) -> Callable[[Path], Path]:
     return make
 
 
+def damaged_parquet(root: Path) -> Path:
+    """A Parquet file whose footer is intact but whose pages are overwritten with zeros."""
+    pq.write_table(pa.table({"text": [f"Die Katze schläft {i}." for i in range(5000)]}), root / "de.parquet")
+    data = (root / "de.parquet").read_bytes()
+    (root / "de.parquet").write_bytes(data[:4] + bytes(len(data) // 2) + data[4 + len(data) // 2:])
+    return root / "de.parquet"
+
+
+def truncated_dataset(root: Path) -> Path:
+    """A save_to_disk directory whose Arrow file was cut in half."""
+    save_dataset(root / "saved", {"text": [f"Hallo {i}" for i in range(5000)]})
+    arrow = next((root / "saved").glob("*.arrow"))
+    arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])
+    return root / "saved"
+
+
 def dataset_dict(root: Path) -> Path:
     save_dataset(root / "dd" / "train", {"text": ["a"]})
     (root / "dd" / "dataset_dict.json").write_text('{"splits": ["train"]}')
@@ -308,6 +328,8 @@ BAD_RECORDS = {
                        "de.parquet: no field 'text'; its columns are 'body', 'id'; expected the name of one of them"),
     "parquet_type": (bad_parquet({"text": [1, 2]}), [], "de.parquet: column 'text' holds int64; expected strings"),
     "parquet_not_parquet": (written("de.parquet", "Hallo\n"), [], "de.parquet: cannot read as Parquet ("),
+    "parquet_damaged": (damaged_parquet, [], "de.parquet: damaged: reading stopped at row 0 (Couldn't deserialize thrift: "),
+    "arrow_truncated": (truncated_dataset, [], ".arrow: damaged: reading stopped at row "),
     "dataset_dict": (dataset_dict, [], "dd: a dataset with splits train; expected one split's directory, e.g. "),
     "text_with_field": (written("de.txt", "Hallo\n"), ["--field", "body"],
                         "--field names a field of record inputs (JSONL, Parquet, datasets); "),

@@ -8,8 +8,8 @@ store that looks usable but is not. :class:`CreatedPaths` is the one place that 
 these paths, in order, and takes them back in reverse order when the ``with`` block ends with
 an exception; on success it keeps everything.
 
-It also makes every ``OSError`` that leaves the block name a path: a ``write`` that fails
-with ENOSPC carries no file name, and the command line's one-line message
+It also makes every failed system call (an ``OSError`` with an errno) that leaves the block
+name a path: a ``write`` that fails with ENOSPC carries no file name, and the command line's one-line message
 (``no space left on device while writing PATH``) needs one.
 
 Example::
@@ -43,9 +43,15 @@ def naming(path: Path | str) -> Iterator[None]:
     try:
         yield
     except OSError as err:
-        if err.filename is None:
+        if _unnamed_os_error(err):
             err.filename = str(path)
         raise
+
+
+def _unnamed_os_error(err: BaseException) -> bool:
+    """A failed system call (with an errno, such as ENOSPC) that names no file. Other
+    ``OSError`` s (pyarrow's for a damaged file, with errno None) keep their own words."""
+    return isinstance(err, OSError) and err.errno is not None and err.filename is None
 
 
 class CreatedPaths:
@@ -96,7 +102,7 @@ class CreatedPaths:
             self._undo.clear()
             return
         self.undo()
-        if isinstance(exc, OSError) and exc.filename is None:
+        if _unnamed_os_error(exc):
             exc.filename = str(self.where)
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -253,8 +253,10 @@ def _check_schema(schema: Any, text_fields: list[str], doc_field: str | None, wh
         if field not in schema.names:
             raise _missing_field(str(where), field, list(schema.names), "columns")
     for field in text_fields:
-        kind = str(schema.field(field).type)
-        if kind not in _STRING_TYPES:
+        kind = schema.field(field).type
+        # A dictionary-encoded column (a pandas categorical) holds strings too; to_pylist
+        # decodes it.
+        if str(getattr(kind, "value_type", kind)) not in _STRING_TYPES:
             raise DataError(f"{where}: column {field!r} holds {kind}; expected strings")
 
 
@@ -274,7 +276,7 @@ def _parquet_batches(source: InputSource, text_fields: list[str], doc_field: str
             _check_schema(file.schema_arrow, text_fields, doc_field, path)
             size, rows = path.stat().st_size, max(file.metadata.num_rows, 1)
             row = reported = 0
-            for batch in file.iter_batches(batch_size=BATCH_ROWS, columns=fields):
+            for batch in _readable(file.iter_batches(batch_size=BATCH_ROWS, columns=fields), path, "Parquet file"):
                 numbers = range(row, row + batch.num_rows)
                 row += batch.num_rows
                 done = size * row // rows  # bytes in proportion to the rows read
@@ -301,7 +303,7 @@ def _saved_dataset_batches(
                 ) from None
             _check_schema(reader.schema, text_fields, doc_field, source.path)
             reported = 0
-            for batch in reader:
+            for batch in _readable(reader, path, "save_to_disk file"):
                 numbers = range(row, row + batch.num_rows)
                 row += batch.num_rows
                 done = raw.tell()
@@ -309,6 +311,22 @@ def _saved_dataset_batches(
                 reported = done
             rest = path.stat().st_size - reported  # the stream's end marker: progress ends at 100%
             yield _RecordBatch({field: [] for field in fields}, range(row, row), rest, source.path)
+
+
+def _readable(batches: Iterable[Any], path: Path, kind: str) -> Iterator[Any]:
+    """pyarrow's record batches of ``path``; a damaged file (pyarrow raises an ``OSError`` or
+    ``ArrowInvalid`` that names no file) is a DataError naming it, the row and pyarrow's reason."""
+    batches, row = iter(batches), 0
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except Exception as exc:  # pyarrow's errors for damaged data
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DataError(f"{path}: damaged: reading stopped at row {row} ({reason}); expected a complete {kind}") from None
+        row += batch.num_rows
+        yield batch
 
 
 def _saved_dataset_files(path: Path) -> list[Path]:
