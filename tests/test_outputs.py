@@ -78,3 +78,27 @@ def test_an_export_directory_holding_a_users_file_is_not_ours(tmp_path):
     assert not written_by_infoxlm(tmp_path)
     with pytest.raises(OutputError, match="not empty.*--overwrite"):
         check_output_dir(tmp_path, written_by_us=written_by_infoxlm)
+
+
+def test_check_output_dir_refuses_any_place_inside_a_token_store_or_a_run(tmp_path):
+    """Written inside a store, a directory is read as one of its corpora (STORE/mono/hf) and the
+    store breaks; a run likewise. Found by the marker files, at any depth, whatever --overwrite says."""
+    store, run = tmp_path / "store", tmp_path / "runs" / "r1"
+    (store / "mono").mkdir(parents=True)
+    (store / "store.json").write_text('{"format": "infoxlm-token-store", "version": 2}')
+    run.mkdir(parents=True)
+    (run / "config.json").write_text('{"optim": {}, "run": {}, "model": {}}')
+    for out, what, where in [
+        (store / "mono" / "hf", "token store", store),
+        (store / "a" / "b", "token store", store),
+        (run / "exports" / "hf", "run directory", run),
+    ]:
+        with pytest.raises(OutputError, match=f"{out}: is inside the {what} {where}; write outside it"):
+            check_output_dir(out, written_by_us=lambda p: True, overwrite=True)
+        assert not out.exists()
+    # Beside them, or a look-alike's children (another tool's store.json or config.json), is fine.
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "store.json").write_text('{"format": "something else"}')
+    (tmp_path / "other" / "config.json").write_text('{"hidden_size": 8}')
+    for out in (tmp_path / "runs" / "r2", tmp_path / "store-2", tmp_path / "other" / "hf"):
+        assert check_output_dir(out) == out

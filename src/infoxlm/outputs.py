@@ -5,8 +5,9 @@ computation:
 
 - ``check_output_file``: an output file may not be a directory, nor lie under a file;
 - ``check_output_dir``: an output directory may not be a file, lie under a file, be or hold or
-  lie inside a directory the command reads (a run being exported), nor be a non-empty directory
-  the command did not write itself (unless ``overwrite``).
+  lie inside a directory the command reads (a run being exported), lie inside any token store
+  or run directory (writing there breaks it: ``STORE/mono/x`` would be read as a corpus), nor be
+  a non-empty directory the command did not write itself (unless ``overwrite``).
 
 and then writes through one of two context managers, which put the result in place only when it
 is complete and remove their temporary on any failure (an exception, Ctrl-C)::
@@ -20,6 +21,7 @@ is complete and remove their temporary on any failure (an exception, Ctrl-C)::
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -27,6 +29,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .errors import InfoXLMError
+
+
+# store.json's "format" (infoxlm.data.store writes it; named here, below the data layer).
+TOKEN_STORE_FORMAT = "infoxlm-token-store"
 
 
 class OutputError(InfoXLMError):
@@ -67,7 +73,8 @@ def check_output_dir(
     (``None``: every existing directory is accepted). ``flag`` is the option that asks for
     ``overwrite``, named in the message (None: the command has none). ``sources`` are (description, directory)
     pairs the command reads, e.g. ("run directory", RUN): the output may not be one of them,
-    lie inside one or hold one, whatever ``overwrite`` says.
+    lie inside one or hold one, whatever ``overwrite`` says. Nor may it lie inside a token store
+    or a run directory (:func:`enclosing_store_or_run`).
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -84,11 +91,46 @@ def check_output_dir(
             raise OutputError(f"{path}: is inside the {what} {source}; write outside it")
         if target in source.parents:
             raise OutputError(f"{path}: holds the {what} {source}; write into another directory")
+    container = enclosing_store_or_run(target)
+    if container is not None:
+        what, where = container
+        raise OutputError(f"{path}: is inside the {what} {where}; write outside it (it would no longer be usable)")
     if path.is_dir() and written_by_us is not None and any(path.iterdir()) and not written_by_us(path):
         if not overwrite:
             remedy = f"choose another directory, or pass {flag} to replace it" if flag else "choose another directory"
             raise OutputError(f"{path}: exists and is not empty, and infoxlm did not write it; {remedy}")
     return path
+
+
+def is_token_store(directory: Path) -> bool:
+    """Whether ``directory`` is a token store: its store.json names the store format."""
+    return _json_fields(directory / "store.json").get("format") == TOKEN_STORE_FORMAT
+
+
+def is_run_directory(directory: Path) -> bool:
+    """Whether ``directory`` is a directory `infoxlm pretrain` wrote: its config.json holds the
+    training sections."""
+    return {"optim", "run"} <= _json_fields(directory / "config.json").keys()
+
+
+def enclosing_store_or_run(path: str | Path) -> tuple[str, Path] | None:
+    """("token store" or "run directory", the directory) for the nearest proper ancestor of
+    ``path`` that is one, found by its marker file (store.json, a run's config.json); else None."""
+    for parent in Path(path).absolute().parents:
+        if is_token_store(parent):
+            return "token store", parent
+        if is_run_directory(parent):
+            return "run directory", parent
+    return None
+
+
+def _json_fields(path: Path) -> dict:
+    """The object in a small JSON file, or {} if there is none (missing, unreadable, not JSON)."""
+    try:
+        fields = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return fields if isinstance(fields, dict) else {}
 
 
 @contextlib.contextmanager

@@ -267,3 +267,24 @@ def test_an_interrupted_merge_leaves_nothing(tmp_path, tiny_model_dir, capsys, m
     with pytest.raises(KeyboardInterrupt):
         merge_module.merge_stores(tmp_path / "out", [tmp_path / "part0", tmp_path / "part1"], show_progress=False)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_merge_into_a_store_or_beside_foreign_files_is_refused_and_the_store_stays_usable(tmp_path, tiny_model_dir, capsys):
+    """OUT inside one of the stores merged (or any store) would become a "corpus" of it and break it."""
+    ru = _write(tmp_path / "ru.txt", _documents(3, 12))
+    parts = [tmp_path / "part0", tmp_path / "part1"]
+    for i, part in enumerate(parts):
+        assert _run(capsys, *_mono(tiny_model_dir, "ru", [ru], part, "--shard", f"{i}/2"))[0] == 0
+    before = _inspect(capsys, parts[0])
+    for out, store in ((parts[0] / "mono" / "x", parts[0]), (parts[1] / "x", parts[1])):
+        code, _, err = _run(capsys, "prepare", "merge", out, *parts, "--no-progress")
+        assert code == 1 and len(err.splitlines()) == 1, err
+        assert f"{out}: is inside the token store {store}; write outside it" in err
+        assert not out.exists()
+    assert _inspect(capsys, parts[0]) == before  # still usable
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my files")
+    code, _, err = _run(capsys, "prepare", "merge", mine, *parts, "--no-progress")
+    assert code == 1 and err == f"infoxlm: error: {mine}: exists and is not empty, and infoxlm did not write it; choose another directory"
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]

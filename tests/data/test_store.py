@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,9 +19,11 @@ from infoxlm.data.store import (
     CorpusWriter,
     StoreError,
     TokenStore,
+    corpus_lock,
     partial_corpus_dirs,
     remove_stale_partials,
 )
+from infoxlm.outputs import OutputError
 
 IDENTITY = {"fingerprint": "a" * 64, "file": "tokenizer.json", "backend": "tokenizers", "vocab_size": 100}
 OTHER = {**IDENTITY, "fingerprint": "b" * 64}
@@ -77,8 +82,29 @@ def test_tokenizer_identity_is_enforced(store_root):
     with pytest.raises(StoreError, match="not a token store"):
         TokenStore.open(store_root.parent / "nowhere")
     (store_root.parent / "file").write_text("x")
-    with pytest.raises(StoreError, match="not a directory"):
+    with pytest.raises(OutputError, match="file: is a file; expected a directory"):
         TokenStore.ensure(store_root.parent / "file", IDENTITY)
+
+
+def test_a_store_is_made_neither_inside_a_store_or_run_nor_beside_foreign_files(store_root, tmp_path):
+    for inside in (store_root / "mono" / "x", store_root / "a" / "b"):
+        with pytest.raises(OutputError, match=f"is inside the token store {store_root}"):
+            TokenStore.ensure(inside, IDENTITY)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"optim": {}, "run": {}}')
+    with pytest.raises(OutputError, match=f"is inside the run directory {run}"):
+        TokenStore.ensure(run / "store", IDENTITY)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("x")
+    with pytest.raises(OutputError, match="exists and is not empty, and infoxlm did not write it"):
+        TokenStore.ensure(mine, IDENTITY)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and not (store_root / "mono").exists()
+    # What a store's creation left before its store.json is completed, not refused.
+    half = tmp_path / "half"
+    (half / "tokenizer").mkdir(parents=True)
+    assert TokenStore.ensure(half, IDENTITY) is True
 
 
 def test_writer_leaves_nothing_when_the_block_fails(store_root):
@@ -91,19 +117,61 @@ def test_writer_leaves_nothing_when_the_block_fails(store_root):
     assert TokenStore.open(store_root).mono["de"].text(0).tolist() == [1, 2]  # the old corpus is intact
 
 
-def test_leftovers_are_reported_and_removed_unless_their_writer_runs(store_root):
+# A prepare on another host (or in another PID namespace): it holds its corpus's lock until
+# its stdin closes; the PID in its partial directory's name means nothing here.
+HOLD_CORPUS_LOCK = """
+import sys
+from infoxlm.data.store import corpus_lock
+with corpus_lock(sys.argv[1], sys.argv[2], sys.argv[3]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def remote_writer(store_root):
+    """A live writer of parallel/en-fr whose recorded PID does not exist on this host."""
+    partial = store_root / "parallel" / f"{PARTIAL_PREFIX}en-fr-999999998"
+    partial.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_CORPUS_LOCK, str(store_root), "parallel", "en-fr"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    yield partial, holder
+    holder.kill()
+    holder.wait()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="corpus locks need fcntl")
+def test_a_partial_is_stale_exactly_when_its_corpus_lock_is_free(store_root, remote_writer):
     write_mono(store_root)
-    dead = store_root / "mono" / f"{PARTIAL_PREFIX}fr-999999999"
-    alive = store_root / "parallel" / f"{PARTIAL_PREFIX}en-fr-{os.getppid()}"
+    live, holder = remote_writer
+    with pytest.raises(ProcessLookupError):
+        os.kill(999999998, 0)  # by its PID alone it would look dead
+    dead = store_root / "mono" / f"{PARTIAL_PREFIX}fr-{os.getppid()}"  # a PID that runs, a lock no one holds
     dead.mkdir()
-    alive.mkdir(parents=True)
     store = TokenStore.open(store_root)
-    assert set(store.partial_corpora()) == {dead, alive}
+    assert set(store.partial_corpora()) == {dead, live}
     assert "fr" not in store.mono  # a partial directory is never a corpus
-    with pytest.raises(StoreError, match="left by an interrupted or failed prepare"):
+    with pytest.raises(StoreError, match=rf"en-fr-999999998: being prepared by process {holder.pid} "
+                       rf"\(on host {socket.gethostname()}\); wait for it to finish"):  # fmt: skip
         store.verify()
     assert remove_stale_partials(store_root) == [dead]
-    assert partial_corpus_dirs(store_root) == [alive]
+    assert partial_corpus_dirs(store_root) == [live]
+    holder.kill()
+    holder.wait()  # the writer died: its directory is stale now
+    with pytest.raises(StoreError, match="en-fr-999999998: left by an interrupted or failed prepare"):
+        store.verify()
+    assert remove_stale_partials(store_root) == [live]
+
+
+def test_a_corpus_moved_aside_by_a_commit_is_live_while_its_writer_holds_the_lock(store_root):
+    aside = store_root / "mono" / f"{PARTIAL_PREFIX}old-de-1"
+    aside.mkdir(parents=True)
+    with corpus_lock(store_root, "mono", "de"):
+        assert remove_stale_partials(store_root) == []
+        assert remove_stale_partials(store_root, holding=("mono", "de")) == [aside]  # the caller's own
 
 
 @pytest.mark.parametrize(

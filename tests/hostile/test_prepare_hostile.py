@@ -13,7 +13,9 @@ import io
 import lzma
 import os
 import random
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -407,3 +409,72 @@ def test_a_read_only_parent_gives_one_line(tmp_path, tiny_model_dir, capsys):
     code, err = run_cli(capsys, "prepare", "mono", "--lang", "de", "--input", de, "--tokenizer", tiny_model_dir,
                         "--output", locked / "store", "--no-progress")  # fmt: skip
     assert code == 1 and len(err) == 1 and "permission denied" in err[0]
+
+
+def test_an_output_inside_a_store_or_beside_foreign_files_is_refused(tmp_path, tiny_model_dir, capsys):
+    """prepare and export would write a directory the store then reads as a broken corpus."""
+    de = tmp_path / "de.txt"
+    de.write_bytes(corpus_text(20))
+    store = tmp_path / "store"
+    prepare_monolingual("de", [de], tiny_model_dir, store, show_progress=False)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my files")
+    before = tree(tmp_path)
+    for out, expected in [
+        (store / "mono" / "y", f"{store / 'mono' / 'y'}: is inside the token store {store}; write outside it "
+                                     "(it would no longer be usable)"),
+        (mine, f"{mine}: exists and is not empty, and infoxlm did not write it; choose another directory"),
+    ]:
+        code, err = run_cli(capsys, "prepare", "mono", "--lang", "fr", "--input", de, "--tokenizer", tiny_model_dir,
+                            "--output", out, "--no-progress")  # fmt: skip
+        assert code == 1 and err == [f"infoxlm: error: {expected}"], err
+    code, err = run_cli(capsys, "export", tiny_model_dir, store / "mono" / "hf")
+    assert code == 1 and err == [f"infoxlm: error: {store / 'mono' / 'hf'}: is inside the token store {store}; "
+                                 "write outside it (it would no longer be usable)"], err  # fmt: skip
+    assert tree(tmp_path) == before
+    assert sorted(store_report(store)["mono"]) == ["de"]  # still usable
+
+
+# A prepare on another host, or in another PID namespace: it holds its corpus's lock until its
+# stdin closes; the PID its partial directory is named with means nothing on this host.
+HOLD_CORPUS_LOCK = """
+import sys
+from infoxlm.data.store import corpus_lock
+with corpus_lock(sys.argv[1], sys.argv[2], sys.argv[3]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="corpus locks need fcntl")
+def test_a_live_prepare_on_another_host_is_not_deleted_and_a_merge_waits_for_it(tmp_path, tiny_model_dir, capsys):
+    de = tmp_path / "de.txt"
+    de.write_bytes(corpus_text(20))
+    store = tmp_path / "store"
+    prepare_monolingual("de", [de], tiny_model_dir, store, show_progress=False)
+    live = store / "mono" / f"{store_module.PARTIAL_PREFIX}fr-999999997"
+    live.mkdir()
+    (live / "tokens.u32").write_bytes(b"\0" * 8)
+    writer = subprocess.Popen([sys.executable, "-c", HOLD_CORPUS_LOCK, str(store), "mono", "fr"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert writer.stdout.readline().strip() == "held"
+        # Another job prepares another corpus of the shared store: the live directory stays.
+        code, err = run_cli(capsys, "prepare", "mono", "--lang", "ru", "--input", de, "--tokenizer", tiny_model_dir,
+                            "--output", store, "--no-progress")  # fmt: skip
+        assert code == 0, err
+        assert live.is_dir() and (live / "tokens.u32").read_bytes() == b"\0" * 8
+        waiting = f"{live}: being prepared by process {writer.pid} (on host {socket.gethostname()}); wait for it to finish"
+        for command in (["prepare", "merge", tmp_path / "merged", store], ["prepare", "inspect", store]):
+            code, err = run_cli(capsys, *command, "--no-progress" if command[1] == "merge" else "--json")
+            assert code == 1 and len(err) == 1 and err[0].startswith(f"infoxlm: error: {waiting}"), err
+        assert not (tmp_path / "merged").exists()
+    finally:
+        writer.kill()
+        writer.wait()
+    # Its writer gone, the directory is a leftover: named as one, and removed by the next prepare.
+    code, err = run_cli(capsys, "prepare", "inspect", store)
+    assert code == 1 and "left by an interrupted or failed prepare" in err[0], err
+    prepare_monolingual("ru", [de], tiny_model_dir, store, show_progress=False)
+    assert not live.exists()

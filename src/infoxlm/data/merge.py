@@ -50,7 +50,9 @@ from infoxlm.data.store import (
     ParallelCorpus,
     StoreError,
     TokenStore,
+    check_store_output,
     corpus_lock,
+    remove_stale_partials,
 )
 from infoxlm.errors import DataError
 from infoxlm.special_tokens import EOS_ID
@@ -83,7 +85,7 @@ def merge_stores(output: PathLike, stores: Sequence[PathLike], *, show_progress:
         DataError: shards that do not make one whole input (missing, repeated, of other
             inputs), a corpus in two stores, a corpus ``output`` holds already.
     """
-    output = Path(output)
+    output = check_store_output(output)
     roots = [Path(store) for store in stores]
     if not roots:
         raise DataError("no stores to merge; expected STORE...")
@@ -115,20 +117,29 @@ def merge_stores(output: PathLike, stores: Sequence[PathLike], *, show_progress:
             dynamic_ncols=True,
         ) as progress:
             for (kind, name), pieces in ordered.items():
-                created.mkdir(output / kind)
-                with corpus_lock(output, kind, name), CorpusWriter(output, kind, name) as writer:
-                    created.tree(writer.tmp)
-                    if kind == "mono":
-                        joins = _copy_mono(writer, pieces, progress)
-                    else:
-                        joins = 0
-                        _copy_parallel(writer, pieces, progress)
-                    path = writer.commit(_merged_meta(pieces, joins))
-                created.tree(path)
-                corpus = (MonoCorpus if kind == "mono" else ParallelCorpus).open(path)
-                corpus.verify()  # the counts in meta.json against the files written
-                results.append(PrepareResult(kind, name, path, corpus.meta))
+                results.append(_write_corpus(output, kind, name, pieces, progress, created))
     return results
+
+
+def _write_corpus(
+    output: Path, kind: str, name: str, pieces: list[_Piece], progress: tqdm, created: CreatedPaths
+) -> PrepareResult:
+    """Write one corpus of the merge into ``output``, under its corpus lock."""
+    created.mkdir(output / kind)
+    with corpus_lock(output, kind, name):
+        remove_stale_partials(output, holding=(kind, name))  # what a killed merge left of it
+        with CorpusWriter(output, kind, name) as writer:
+            created.tree(writer.tmp)
+            if kind == "mono":
+                joins = _copy_mono(writer, pieces, progress)
+            else:
+                joins = 0
+                _copy_parallel(writer, pieces, progress)
+            path = writer.commit(_merged_meta(pieces, joins))
+    created.tree(path)
+    corpus = (MonoCorpus if kind == "mono" else ParallelCorpus).open(path)
+    corpus.verify()  # the counts in meta.json against the files written
+    return PrepareResult(kind, name, path, corpus.meta)
 
 
 def _open_stores(output: Path, roots: list[Path]) -> list[TokenStore]:

@@ -482,7 +482,7 @@ class _Job:
         with CreatedPaths(self.root) as created:
             TokenStore.ensure(self.root, self.tokenizer.identity(), self.tokenizer.save_pretrained, created)
             with corpus_lock(self.root, self.kind, self.name):
-                remove_stale_partials(self.root)
+                remove_stale_partials(self.root, holding=(self.kind, self.name))
                 self.check_no_other_shard()
                 if not force:
                     meta = self.existing_corpus_matches(fingerprint)

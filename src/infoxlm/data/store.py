@@ -27,7 +27,8 @@ a store is refused with the command that rebuilds it.
 A corpus is written into a hidden temporary directory and renamed into place only once it is
 complete (``meta.json`` included), so an interrupted prepare never leaves a corpus that looks
 whole; a process killed outright leaves a ``.partial-*`` directory that
-``TokenStore.partial_corpora()`` lists and the next prepare removes. A new store gets its
+``TokenStore.partial_corpora()`` lists and the next prepare removes (one whose corpus lock is
+held belongs to a live writer, maybe on another host, and is left alone). A new store gets its
 ``tokenizer/`` copy before ``store.json``, so a directory with ``store.json`` always has it
 (a store from an older version that lacks it is completed by the next prepare, and
 ``infoxlm prepare inspect`` calls it incomplete until then). Token ids are little-endian
@@ -40,7 +41,7 @@ import itertools
 import json
 import os
 import shutil
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -48,15 +49,17 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..errors import InfoXLMError
+from ..file_lock import LOCKS_WORK, LockHolder, exclusive_lock, lock_if_free
+from ..outputs import TOKEN_STORE_FORMAT, check_output_dir
 from ..special_tokens import EOS_ID
 from .created_paths import CreatedPaths, naming
 
-STORE_FORMAT = "infoxlm-token-store"
+STORE_FORMAT = TOKEN_STORE_FORMAT
 STORE_VERSION = 2  # 2: monolingual lines end with </s> (1: bare lines)
 TOKEN_DTYPE = np.dtype("<u4")
 OFFSET_DTYPE = np.dtype("<i8")
 PARTIAL_PREFIX = ".partial-"
-LOCKS_DIR = ".locks"  # STORE/.locks/KIND-NAME: one empty lock file per corpus ever prepared
+LOCKS_DIR = ".locks"  # STORE/.locks/KIND-NAME: one lock file per corpus ever prepared (its holder's pid, host)
 TOKENIZER_DIR = "tokenizer"  # STORE/tokenizer: a copy of the store's tokenizer
 
 
@@ -363,6 +366,7 @@ class TokenStore:
         """
         root = Path(root)
         created = created if created is not None else CreatedPaths(root)  # kept by no one: nothing undone
+        check_store_output(root)
         if (root / "store.json").is_file():
             theirs = cls.read_info(root).get("tokenizer", {}).get("fingerprint")
             if theirs != tokenizer_identity["fingerprint"]:
@@ -374,13 +378,6 @@ class TokenStore:
                 with CreatedPaths(root) as files:
                     _install_tokenizer(root, write_tokenizer, files)
             return False
-        if root.exists() and not root.is_dir():
-            raise StoreError(f"{root}: exists and is not a directory; expected a token store directory")
-        for parent in root.parents:
-            if parent.exists():
-                if not parent.is_dir():
-                    raise StoreError(f"{root}: {parent} is a file, not a directory; expected a directory path")
-                break
         created.mkdir(root)
         with CreatedPaths(root) as files:  # undone at once if the store cannot be completed
             if write_tokenizer is not None:
@@ -423,6 +420,12 @@ class TokenStore:
         every token once to check it is inside the vocabulary.
         """
         partial = self.partial_corpora()
+        for path in partial:
+            with partial_writer(path) as writer:
+                if writer is not None:
+                    raise StoreError(
+                        f"{path}: being prepared by {writer.describe()}; wait for it to finish, then run this again"
+                    )
         if partial:
             raise StoreError(
                 f"{partial[0]}: left by an interrupted or failed prepare; run the prepare again "
@@ -444,6 +447,22 @@ class TokenStore:
         if unit == "tokens":
             return {k: c.num_tokens for k, c in self.mono.items()}, {k: c.num_tokens for k, c in self.parallel.items()}
         raise ValueError(f"sampling unit must be instances or tokens, got {unit!r}")
+
+
+def check_store_output(root: str | Path) -> Path:
+    """Refuse, before any work, a store path that a command must not write a store into: a
+    file or a path under one, a path inside another token store or a run directory (it would
+    break that store or run), a non-empty directory that is not a store (its files would end
+    up beside the store's). A new or empty directory, or a store, is fine; returns ``root``."""
+    return check_output_dir(root, written_by_us=_written_as_a_store, flag=None)
+
+
+def _written_as_a_store(root: Path) -> bool:
+    """A store, or what a store's creation left before its store.json (tokenizer/, …)."""
+    entries = {"store.json", TOKENIZER_DIR, "mono", "parallel", LOCKS_DIR}
+    return (root / "store.json").is_file() or all(
+        p.name in entries or p.name.startswith(f".{TOKENIZER_DIR}-") for p in root.iterdir()
+    )
 
 
 def _install_tokenizer(root: Path, write_tokenizer: Callable[[Path], Any], created: CreatedPaths) -> None:
@@ -493,33 +512,68 @@ def partial_corpus_dirs(root: str | Path) -> list[Path]:
     return found
 
 
-def remove_stale_partials(root: str | Path) -> list[Path]:
+def remove_stale_partials(root: str | Path, holding: tuple[str, str] | None = None) -> list[Path]:
     """Delete what interrupted prepares left in the store at ``root``; returns what was removed.
 
-    Works without opening the store's corpora. A partial directory's name ends in the id of
-    the process writing it; one whose process still runs (a prepare of another corpus of
-    the same store, right now) is left alone.
+    Works without opening the store's corpora. A partial directory is stale when no process
+    holds its corpus's lock (:func:`corpus_lock`): a live writer, on this host or any other
+    sharing the file system, holds it for as long as it writes, and its directory is left
+    alone. ``holding=(kind, name)``: the caller holds that corpus's lock, so every partial
+    directory of that corpus is stale.
     """
     removed = []
     for path in partial_corpus_dirs(root):
-        if not _writer_is_alive(path):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
+        with partial_writer(path, holding) as writer:
+            if writer is None:  # (the probe keeps a new writer of that corpus out meanwhile)
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
     return removed
 
 
-def _writer_is_alive(partial: Path) -> bool:
-    """Whether the process named at the end of a ``.partial-…-PID`` directory still runs."""
-    pid_text = partial.name.rsplit("-", 1)[-1]
-    if not pid_text.isdigit() or int(pid_text) == os.getpid():
-        return False  # our own leftovers (from an earlier failed call) are stale too
+@contextmanager
+def partial_writer(partial: Path, holding: tuple[str, str] | None = None) -> Iterator[LockHolder | None]:
+    """Yield the process writing the ``.partial-NAME-PID`` directory ``partial``, or None if
+    no process does (it is stale; no writer of its corpus can start until the block ends).
+
+    Decided by the corpus's lock, never by the PID in the name, which may belong to another
+    host or PID namespace. The name of a corpus moved aside by a commit (``.partial-old-NAME-PID``)
+    is read both ways: the directory is live if either lock is held. Without OS locks
+    (Windows) a PID on this host is all there is to go by.
+    """
+    root, kind = partial.parent.parent, partial.parent.name
+    stem, _, pid_text = partial.name[len(PARTIAL_PREFIX) :].rpartition("-")
+    names = [stem, stem[len("old-") :]] if stem.startswith("old-") else [stem]
+    named_pid = int(pid_text) if pid_text.isdigit() else None
+    if holding is not None and holding[0] == kind and holding[1] in names:
+        yield None  # our lock: its last writer is gone
+        return
+    if not LOCKS_WORK:
+        yield LockHolder(named_pid) if named_pid is not None and _process_exists(named_pid) else None
+        return
+    with ExitStack() as probes:
+        for name in names:
+            writer = probes.enter_context(lock_if_free(_lock_path(root, kind, name)))
+            if writer is not None:
+                yield writer if writer.pid is not None else LockHolder(named_pid, writer.host)
+                return
+        yield None
+
+
+def _process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (in this PID namespace)."""
+    if pid == os.getpid():
+        return False  # our own leftovers (from an earlier failed call) are stale
     try:
-        os.kill(int(pid_text), 0)  # signal 0: only asks whether the process exists
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # exists, owned by someone else
     return True
+
+
+def _lock_path(root: str | Path, kind: str, name: str) -> Path:
+    return Path(root) / LOCKS_DIR / f"{kind}-{name}"
 
 
 @contextmanager
@@ -528,18 +582,11 @@ def corpus_lock(root: str | Path, kind: str, name: str) -> Iterator[None]:
 
     A prepare checks and rewrites its corpus under this lock, so two jobs preparing the same
     corpus of a shared store at once do not swap directories under each other: the second
-    waits, then finds the corpus up to date. Other corpora of the store are not held up.
-    Where ``fcntl`` does not exist (Windows) there is no lock.
+    waits, then finds the corpus up to date. Other corpora of the store are not held up. The
+    lock also tells other jobs that the corpus's ``.partial-*`` directory is being written
+    (:func:`partial_writer`), and by which process on which host.
     """
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    folder = Path(root) / LOCKS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f"{kind}-{name}", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed, also on a crash
+    with exclusive_lock(_lock_path(root, kind, name)):
         yield
 
 
