@@ -230,7 +230,11 @@ def test_hub_datasets_are_streamed(tmp_path, tiny_model_dir, monkeypatch, capsys
     assert meta["sources"][0]["path"] == "hf:someone/corpus:de:train" and meta["sources"][0]["kept"] == 5
 
 
-def test_an_offline_dataset_not_in_the_cache_is_one_line(tmp_path, tiny_model_dir, monkeypatch):
+@pytest.mark.parametrize(("spec", "reading"), [
+    ("hf:infoxlm-test/no-such-corpus", "split 'train'"),
+    ("hf:infoxlm-test/no-such-corpus:train", "config 'train', split 'train'"),
+])
+def test_an_offline_dataset_not_in_the_cache_is_one_line(tmp_path, tiny_model_dir, monkeypatch, spec, reading):
     datasets = pytest.importorskip("datasets")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -238,10 +242,10 @@ def test_an_offline_dataset_not_in_the_cache_is_one_line(tmp_path, tiny_model_di
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
     with pytest.raises(DataError) as error:
-        prepare_monolingual("de", ["hf:infoxlm-test/no-such-corpus"], tiny_model_dir, tmp_path / "s", show_progress=False)
+        prepare_monolingual("de", [spec], tiny_model_dir, tmp_path / "s", show_progress=False)
     message = str(error.value)
     assert "\n" not in message
-    assert message.startswith("hf:infoxlm-test/no-such-corpus:train: not in the local cache (")
+    assert message.startswith(f"{spec} ({reading}): not in the local cache ("), message  # as typed
     assert "and offline (HF_DATASETS_OFFLINE is set); expected a dataset downloaded before" in message
     assert not (tmp_path / "s").exists()
 
@@ -358,7 +362,7 @@ def test_a_bad_value_in_a_hub_dataset_names_its_row(tmp_path, tiny_model_dir, mo
     datasets = pytest.importorskip("datasets")
     rows = [{"text": "Die Katze."}, {"text": "Hallo."}, {"text": 5}]
     monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: iter(rows))
-    with pytest.raises(DataError, match=r"^hf:x:train: row 2: field 'text' is a number \(5\); expected a string or null$"):
+    with pytest.raises(DataError, match=r"^hf:x: row 2: field 'text' is a number \(5\); expected a string or null$"):
         prepare_monolingual("de", ["hf:x"], tiny_model_dir, tmp_path / "s", show_progress=False)
     assert not (tmp_path / "s").exists()
 

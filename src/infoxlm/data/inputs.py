@@ -18,7 +18,7 @@ of an ``hf:`` dataset (whose content cannot be checked without reading it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +36,13 @@ RECORD_KINDS = ("jsonl", "parquet", "saved-dataset", "hf")
 
 @dataclass(frozen=True)
 class HubDataset:
-    """``hf:NAME[:CONFIG][:SPLIT]``; the split defaults to ``train``."""
+    """``hf:NAME[:CONFIG][:SPLIT]``; the split defaults to ``train``. Messages quote it as typed
+    (``spec``); the fingerprint and meta.json use the full ``hf:NAME[:CONFIG]:SPLIT``."""
 
     name: str
     config: str | None
     split: str
+    spec: str = field(default="", compare=False)  # as typed on the command line
 
     @classmethod
     def parse(cls, spec: str) -> HubDataset:
@@ -50,10 +52,20 @@ class HubDataset:
                 f"{spec}: not a dataset name; expected hf:NAME[:CONFIG][:SPLIT], e.g. hf:wikitext:wikitext-2-raw-v1:train"
             )
         name, config, split = (parts + [None, None])[:3]
-        return cls(name, config, split or "train")
+        return cls(name, config, split or "train", spec)
+
+    @property
+    def full_name(self) -> str:
+        """``hf:NAME[:CONFIG]:SPLIT``, the split spelled out."""
+        return HF_PREFIX + ":".join(part for part in (self.name, self.config, self.split) if part)
+
+    @property
+    def reading(self) -> str:
+        """How the name was read: ``config 'de', split 'train'``."""
+        return (f"config {self.config!r}, " if self.config else "") + f"split {self.split!r}"
 
     def __str__(self) -> str:
-        return HF_PREFIX + ":".join(part for part in (self.name, self.config, self.split) if part)
+        return self.spec or self.full_name
 
 
 @dataclass(frozen=True)
@@ -86,7 +98,7 @@ class InputSource:
         ``files`` (``[relative path, bytes, mtime_ns]`` of each) and in ``bytes`` the size of
         the data files read; for ``hf:`` the dataset as ``path`` and ``bytes`` None."""
         if self.dataset is not None:
-            return {"path": str(self.dataset), "bytes": None, "format": self.kind}
+            return {"path": self.dataset.full_name, "bytes": None, "format": self.kind}
         assert self.path is not None
         if self.path.is_file():
             stat = self.path.stat()

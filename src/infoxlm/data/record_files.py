@@ -373,14 +373,16 @@ def _load_hub_dataset(dataset: HubDataset) -> Any:
         error = exc
     offline = _offline_reason(datasets, error)
     if offline is None:
-        raise DataError(f"{dataset}: cannot load it ({_first_line(error)}); expected a dataset on the Hugging Face Hub")
+        raise DataError(
+            f"{dataset} ({dataset.reading}): cannot load it ({_first_line(error)}); expected a dataset on the Hugging Face Hub"
+        )
     try:  # offline: a dataset downloaded before is in the local cache
         return datasets.load_dataset(dataset.name, dataset.config, split=dataset.split)
     except Exception:
         pass
     cache = getattr(datasets.config, "HF_DATASETS_CACHE", "the datasets cache")
     raise DataError(
-        f"{dataset}: not in the local cache ({cache}) and offline ({offline}); "
+        f"{dataset} ({dataset.reading}): not in the local cache ({cache}) and offline ({offline}); "
         "expected a dataset downloaded before, with network access"
     )
 
