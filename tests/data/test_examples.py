@@ -9,7 +9,7 @@ from training_stores import random_documents, write_mono, write_parallel, write_
 from infoxlm.data.examples import ExampleBuilder, fair_truncation, pack_whole_lines
 from infoxlm.data.keyed_random import KeyedRandom
 from infoxlm.data.schedule import BlockPlan, PairPlan, plan_mixup
-from infoxlm.data.store import TokenStore
+from infoxlm.data.store import StoreError, TokenStore
 
 PAIRS_PER_CORPUS = 40
 
@@ -209,3 +209,15 @@ def test_bad_lengths(pair_store):
         ExampleBuilder(pair_store, tlm_max_length=4)
     with pytest.raises(ValueError, match="xlco_max_length"):
         ExampleBuilder(pair_store, xlco_max_length=4)
+
+
+def test_a_store_with_an_id_outside_the_vocabulary_is_refused_when_opened_for_training(tmp_path):
+    """A damaged or foreign tokens.u32 would crash the embedding lookup at some later step."""
+    root = write_store(tmp_path / "store", vocab_size=50)
+    write_mono(root, "de", [[[5, 6, 49]]])
+    write_parallel(root, "en-de", [([5], [49])])
+    ExampleBuilder(TokenStore.open(root))  # the largest id, 49, is inside
+    write_parallel(root, "en-fr", [([5, 7], [6, 50])])
+    with pytest.raises(StoreError, match=r"en-fr/tgt\.tokens\.u32: token id 50 near position 0 is outside the "
+                       r"vocabulary \(size 50\); the corpus is damaged"):  # fmt: skip
+        ExampleBuilder(TokenStore.open(root))

@@ -478,3 +478,21 @@ def test_a_live_prepare_on_another_host_is_not_deleted_and_a_merge_waits_for_it(
     assert code == 1 and "left by an interrupted or failed prepare" in err[0], err
     prepare_monolingual("ru", [de], tiny_model_dir, store, show_progress=False)
     assert not live.exists()
+
+
+def test_pretrain_refuses_a_store_with_an_id_outside_the_vocabulary_and_leaves_no_run(tmp_path, capsys):
+    """An id at the vocabulary size (a damaged or foreign tokens.u32) used to end training with
+    `IndexError: index out of range in self`, leaving a run directory."""
+    from training_stores import VOCAB, build_store
+
+    store = tmp_path / "store"
+    build_store(store)
+    tokens = store / "mono" / "en" / "tokens.u32"
+    ids = np.fromfile(tokens, dtype="<u4")
+    ids[100] = VOCAB
+    ids.tofile(tokens)
+    code, err = run_cli(capsys, "pretrain", "--preset", "test", "--data", store, "--output", tmp_path / "run",
+                        "--max-steps", "2", "--no-progress")  # fmt: skip
+    assert code == 1 and err == [f"infoxlm: error: {tokens}: token id {VOCAB} near position 0 is outside the "
+                                 f"vocabulary (size {VOCAB}); the corpus is damaged"], err  # fmt: skip
+    assert not (tmp_path / "run").exists()

@@ -152,6 +152,9 @@ class ExampleBuilder:
             raise ValueError(f"tlm_max_length must be >= 5 (<s> a </s> b </s>), got {tlm_max_length}")
         if xlco_max_length < 5:
             raise ValueError(f"xlco_max_length must be >= 5 (<s> c </s> d </s>), got {xlco_max_length}")
+        # An id at or past the vocabulary would crash the embedding lookup at some later step
+        # (IndexError); one pass over the tokens now refuses the store in one line instead.
+        store.check_token_ids()
         self.languages = list(store.mono)
         self.mono = [MonoBlocks(store.mono[lang], block_size) for lang in self.languages]
         self.pairs = list(store.parallel)

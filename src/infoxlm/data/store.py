@@ -115,6 +115,7 @@ def _check_offsets(offsets: np.ndarray, end: int, path: Path, what: str) -> None
 
 
 def _check_token_ids(tokens: np.ndarray, vocab_size: int, path: Path) -> None:
+    """Every id below ``vocab_size``, else a StoreError naming the file, the id and the size."""
     step = 1 << 26
     for start in range(0, len(tokens), step):
         largest = int(np.asarray(tokens[start : start + step]).max())
@@ -178,7 +179,7 @@ class TokenSequences:
     def verify(self, vocab_size: int | None = None) -> None:
         """Check the offsets fully (and every token id if ``vocab_size`` is given)."""
         _check_offsets(self.offsets, len(self.tokens), self.offsets_path, "tokens")
-        if vocab_size is not None and len(self.tokens):
+        if vocab_size is not None:
             _check_token_ids(self.tokens, vocab_size, self.tokens_path)
 
     @property
@@ -434,6 +435,18 @@ class TokenStore:
         vocab_size = self.vocab_size if check_token_ids else None
         for corpus in [*self.mono.values(), *self.parallel.values()]:
             corpus.verify(vocab_size)
+
+    def check_token_ids(self) -> None:
+        """Raise StoreError, naming the file, the id and the vocabulary size, if a token id of
+        any corpus is outside the store's vocabulary (a damaged or foreign ``*.tokens.u32``).
+
+        Reads every token once: a max over each memory-mapped file, in chunks.
+        """
+        for corpus in self.mono.values():
+            _check_token_ids(corpus.lines.tokens, self.vocab_size, corpus.lines.tokens_path)
+        for corpus in self.parallel.values():
+            for side in (corpus.src, corpus.tgt):
+                _check_token_ids(side.tokens, self.vocab_size, side.tokens_path)
 
     @property
     def vocab_size(self) -> int:
