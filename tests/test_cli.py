@@ -21,6 +21,41 @@ def run(*args, stdin: bytes = b"", cwd=None):
     )
 
 
+# Calls the command's main as `infoxlm` would for each argument list, then prints which heavy
+# modules the process holds: help, the version and an argument error must load none of them.
+_IMPORT_PROBE = """
+import sys
+from infoxlm.cli import main
+for argv in (["--version"], ["--help"], ["pretrain", "--help"], ["pretrain", "--preset", "nope"],
+             ["prepare", "show", "--help"], ["bench", "--size", "huge"], ["tokenizer", "train", "--help"]):
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+print(sorted(m for m in ("torch", "torch._dynamo", "transformers") if m in sys.modules))
+"""
+
+
+def test_help_version_and_argument_errors_import_no_torch():
+    result = subprocess.run([sys.executable, "-c", _IMPORT_PROBE], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"  # after the help texts
+    assert "invalid choice: 'nope'" in result.stderr and "invalid choice: 'huge'" in result.stderr
+
+
+def test_the_parsers_offer_the_registries_names():
+    """The choices are written out in cli_args (their registries import torch); they must
+    stay the registries' own names."""
+    from infoxlm.bench.sizes import SIZES
+    from infoxlm.cli_args import BENCH_SIZE_NAMES, OBJECTIVE_NAMES, PRESET_NAMES
+    from infoxlm.data.pipeline import OBJECTIVES
+    from infoxlm.train.config import PRESETS
+
+    assert PRESET_NAMES == tuple(sorted(PRESETS))
+    assert BENCH_SIZE_NAMES == tuple(SIZES)
+    assert OBJECTIVE_NAMES == OBJECTIVES
+
+
 @pytest.mark.slow  # a real `infoxlm` subprocess
 def test_help_lists_only_working_commands():
     result = run("--help")

@@ -8,20 +8,35 @@ The public API::
     Tokenizer.from_pretrained(path) XLM-R ids from tokenizer.json or sentencepiece.bpe.model
     train_tokenizer(...)            a new vocabulary, languages sampled by p ∝ (n_l / n)^α
     embed(model_path, sentences)    pooled sentence embeddings from any layer
+
+These names are imported at first use (PEP 562's module ``__getattr__``): ``import infoxlm``
+itself loads no torch, so ``infoxlm --version`` and every ``--help`` answer at once.
 """
+
+from __future__ import annotations
+
+import importlib
 
 from .version import __version__
 
 from . import interrupt
 
-if interrupt.started_as_command():  # before the heavy imports below (see interrupt.py)
+if interrupt.started_as_command():  # before any heavy import (see interrupt.py)
     interrupt.install()
 
-from .embedding import embed, embed_layers  # noqa: E402
 from .errors import CheckpointError, InfoXLMError, TokenizerError  # noqa: E402
-from .model import Encoder, EncoderConfig, EncoderOutput, MLMHead  # noqa: E402
-from .tokenizer import Tokenizer  # noqa: E402
-from .tokenizer_training import train_tokenizer  # noqa: E402
+
+# Public name → the module that defines it (imported when the name is first read).
+_LAZY = {
+    "Encoder": ".model",
+    "EncoderConfig": ".model",
+    "EncoderOutput": ".model",
+    "MLMHead": ".model",
+    "Tokenizer": ".tokenizer",
+    "embed": ".embedding",
+    "embed_layers": ".embedding",
+    "train_tokenizer": ".tokenizer_training",
+}
 
 __all__ = [
     "CheckpointError",
@@ -36,3 +51,15 @@ __all__ = [
     "embed_layers",
     "train_tokenizer",
 ]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value  # read once; later reads skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

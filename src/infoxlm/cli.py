@@ -5,6 +5,11 @@ work are listed. Errors caused by the user's input (``InfoXLMError``) and failur
 system (``OSError``: a missing file, no permission, no space left) are printed on one line and
 exit with status 1, never as a traceback; this function is the one place that does it for every
 command.
+
+Building the parsers imports no torch (nor anything that does): each command's handler imports
+its implementation when it runs. torch takes seconds to import, torch._dynamo seconds more, and
+``--version``, every ``--help`` and a mistyped argument should answer at once.
+tests/test_cli.py checks which modules they import.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Argument types shared by the commands, checked by argparse before any work starts.
+"""Argument types and choices shared by the commands, checked by argparse before any work starts.
 
     >>> positive_int("32")
     32
@@ -10,6 +10,14 @@
 from __future__ import annotations
 
 import argparse
+
+# The names the parsers offer as choices, written out here because the registries that define
+# them (train/config.py's presets, bench/sizes.py's sizes, data/pipeline.py's objectives)
+# import torch, which costs seconds that `--help` and a mistyped argument must not cost; the
+# handlers use the registries themselves (tests/test_cli.py checks these lists against them).
+PRESET_NAMES = ("base", "demo", "large", "scratch-base", "test", "xl", "xxl")
+OBJECTIVE_NAMES = ("mmlm", "tlm", "xlco")
+BENCH_SIZE_NAMES = ("test", "demo", "base", "large")
 
 
 def positive_int(text: str) -> int:

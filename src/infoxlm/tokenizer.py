@@ -59,10 +59,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from infoxlm.errors import TokenizerError
 from infoxlm.special_tokens import BOS, BOS_ID, EOS, EOS_ID, MASK, PAD, PAD_ID, SPECIAL_IDS, UNK, UNK_ID
+
+if TYPE_CHECKING:  # annotations only; see Tokenizer.pad
+    import torch
 
 __all__ = [
     "Tokenizer",
@@ -466,6 +467,10 @@ class Tokenizer:
             raise TokenizerError(
                 f"pad_to_multiple_of={pad_to_multiple_of!r} is invalid; expected a positive integer"
             )
+        # torch is imported here, where tensors are made: tokenizing text (``infoxlm prepare``,
+        # ``infoxlm tokenizer``) never needs it, nor its seconds of start-up.
+        import torch
+
         lengths = [len(ids) for ids in batch_ids]
         width = max(lengths, default=0)
         if pad_to_multiple_of:
@@ -498,7 +503,7 @@ class Tokenizer:
 
     def decode(self, ids: Iterable[int] | torch.Tensor, skip_special_tokens: bool = True) -> str:
         """Text of a list (or 1-D tensor) of ids; specials are dropped unless asked for."""
-        if isinstance(ids, torch.Tensor):
+        if hasattr(ids, "tolist"):  # a tensor (or NumPy array)
             ids = ids.tolist()
         ids = [operator.index(i) for i in ids]
         for i in ids:

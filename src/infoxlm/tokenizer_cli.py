@@ -17,8 +17,6 @@ import argparse
 from pathlib import Path
 
 from infoxlm.errors import TokenizerError
-from infoxlm.tokenizer import Tokenizer
-from infoxlm.tokenizer_training import language_from_filename, train_tokenizer
 
 __all__ = ["add_tokenizer_commands", "run_tokenizer_train"]
 
@@ -120,6 +118,8 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> argparse.A
 
 def _collect_inputs(inputs: list[str], lang_inputs: list[str]) -> dict[str, list[Path]]:
     """Merge ``--input`` and ``--lang-input`` into ``{language: [paths]}``."""
+    from infoxlm.tokenizer_training import language_from_filename
+
     files: dict[str, list[Path]] = {}
     # Both flags may name the same language; its files are then simply pooled.
     for name in inputs:
@@ -139,6 +139,7 @@ def _collect_inputs(inputs: list[str], lang_inputs: list[str]) -> dict[str, list
 def run_tokenizer_train(args: argparse.Namespace) -> int:
     """Handler of ``tokenizer train``: train, save, print a one-line summary, return 0."""
     from .outputs import check_output_dir
+    from .tokenizer_training import train_tokenizer
 
     # The output may be a new or empty directory, or one holding a tokenizer to replace.
     check_output_dir(args.output, flag=None, written_by_us=lambda d: any(

@@ -134,9 +134,9 @@ def test_joint_losses_and_gradients_match_the_plain_path(monkeypatch):
 
 def test_packed_varlen_attention_matches_padded_sdpa():
     from infoxlm.model.config import EncoderConfig
-    from infoxlm.model.encoder import Encoder, varlen_attention_applies, varlen_attn
+    from infoxlm.model.encoder import HAS_VARLEN_ATTN, Encoder, varlen_attention_applies
 
-    assert varlen_attn is not None, f"torch {torch.__version__} has no torch.nn.attention.varlen"
+    assert HAS_VARLEN_ATTN, f"torch {torch.__version__} has no torch.nn.attention.varlen"
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig.preset("tiny", vocab_size=1000)).cuda()
     encoder.set_dropout(0.0)

@@ -270,6 +270,38 @@ def test_packed_attention_matches_the_padded_layout(mixed_batch, monkeypatch):
     assert torch.equal(plain(ids, mask).hidden_states[-1], padded[-1])
 
 
+def test_importing_the_encoder_leaves_torch_dynamo_unimported():
+    """torch.nn.attention.varlen imports torch._dynamo (seconds); only a run that compiles or
+    calls the kernel should pay for it."""
+    import subprocess
+    import sys
+
+    probe = "import sys, infoxlm.model.encoder; print('torch._dynamo' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_the_varlen_kernel_imported_at_its_call_compiles_into_one_graph():
+    """The import inside ``varlen_attn`` is traced away: compiled layers call the kernel's op
+    in their graph, no graph break (the kernel itself is never run: CPU)."""
+    from infoxlm.model import encoder as encoder_module
+
+    if not encoder_module.HAS_VARLEN_ATTN:
+        pytest.skip(f"torch {torch.__version__} has no torch.nn.attention.varlen")
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return lambda *args: (torch.zeros(1),)  # the CPU has no such kernel to run
+
+    q = torch.randn(10, 2, 8, dtype=torch.bfloat16)  # (n, h, d/h)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    torch._dynamo.reset()
+    torch.compile(encoder_module.varlen_attn, backend=record, fullgraph=True)(q, q, q, cu, cu, 6, 6)
+    assert len(graphs) == 1 and "_varlen_attn" in graphs[0].code
+
+
 def test_varlen_attention_needs_a_gpu_low_precision_and_no_dropout():
     from infoxlm.model.encoder import varlen_attention_applies
 

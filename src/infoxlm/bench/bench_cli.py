@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .sizes import SIZES, Batches, BenchError
+from ..cli_args import BENCH_SIZE_NAMES
+
+if TYPE_CHECKING:
+    from .sizes import Batches
 
 
 def add_bench_command(commands: argparse._SubParsersAction) -> None:
@@ -30,7 +33,7 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
             "  infoxlm bench --size base --device cpu --batch 1,2,4 --steps 3 --warmup 1"
         ),
     )
-    p.add_argument("--size", default="demo", choices=list(SIZES), help="model and sequence sizes (default: demo)")
+    p.add_argument("--size", default="demo", choices=BENCH_SIZE_NAMES, help="model and sequence sizes (default: demo)")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout instead of a table")
     p.add_argument("--steps", type=int, default=None, help="timed steps per side (default: per size and device)")
@@ -97,6 +100,8 @@ def parse_batches(
     text: str | None, max_tokens: int | str | None, default: Batches, baseline_max_tokens: int | None = None
 ) -> Batches:
     """``--batch 1,2,4``, ``--max-tokens`` and ``--baseline-max-tokens`` over the size's defaults."""
+    from .sizes import Batches, BenchError
+
     mmlm, tlm, xlco = default.mmlm, default.tlm, default.xlco
     if text is not None:
         parts = text.split(",")
@@ -125,7 +130,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
     from .joint_step import resolve_device, run_benchmark
     from .report import format_report
-    from .sizes import bench_size
+    from .sizes import BenchError, bench_size
 
     device = resolve_device(args.device)
     batches = parse_batches(

@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,10 +39,18 @@ from .layer_norm import LayerNorm
 from .mlm_head import MLMHead, add_into_grad
 from .packing import Packing, select_rows
 
-try:  # flash attention over packed sequences of different lengths (torch ≥ 2.9)
-    from torch.nn.attention.varlen import varlen_attn
-except ImportError:  # pragma: no cover - older torch: the padded SDPA path only
-    varlen_attn = None
+# Flash attention over packed sequences of different lengths (torch ≥ 2.9; older torch: the
+# padded SDPA path only). Its module imports torch._dynamo (seconds), so it is looked up here
+# and imported at the first call, by a run that uses it.
+HAS_VARLEN_ATTN = importlib.util.find_spec("torch.nn.attention.varlen") is not None
+
+
+def varlen_attn(q, k, v, cu_q, cu_k, max_q, max_k):
+    """torch's ``varlen_attn``: q, k, v (n, h, d/h) packed, ``cu_*`` (B + 1,) int32 starts."""
+    from torch.nn.attention.varlen import varlen_attn as kernel
+
+    return kernel(q, k, v, cu_q, cu_k, max_q, max_k)
+
 
 if TYPE_CHECKING:
     from ..tokenizer import Tokenizer
@@ -185,7 +194,7 @@ def varlen_attention_applies(x: torch.Tensor, dropout_p: float) -> bool:
     sequences of different lengths): a CUDA GPU of compute capability ≥ 8.0, projections in
     bf16 or fp16 (autocast or low-precision weights), and no attention dropout (the kernel has
     none)."""
-    if varlen_attn is None or x.device.type != "cuda" or dropout_p > 0:
+    if not HAS_VARLEN_ATTN or x.device.type != "cuda" or dropout_p > 0:
         return False
     low = (torch.bfloat16, torch.float16)
     in_low_precision = x.dtype in low or autocast_dtype("cuda") in low

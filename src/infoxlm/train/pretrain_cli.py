@@ -7,9 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..cli_args import positive_int
+from ..cli_args import PRESET_NAMES, positive_int
 from ..errors import InfoXLMError
-from .config import PRESETS, apply_overrides, load_config_file, preset, resolve_config
 
 
 def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
@@ -31,7 +30,7 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
             "  torchrun --nproc_per_node 8 -m infoxlm pretrain --preset base --init ... --data store --output runs/base"
         ),
     )
-    p.add_argument("--preset", default="base", choices=sorted(PRESETS), help="hyperparameters to start from (default: base)")
+    p.add_argument("--preset", default="base", choices=PRESET_NAMES, help="hyperparameters to start from (default: base)")
     p.add_argument("--data", type=Path, default=None, help="token store directory (required unless --print-config)")
     p.add_argument("--output", type=Path, default=None, help="run directory, created or resumed (required unless --print-config)")
     p.add_argument("--init", default=None, help="Hugging Face XLM-R directory to continue from (default: from scratch)")
@@ -109,6 +108,8 @@ EXPORT_FORMATS = ("hf", "sentence-transformers")
 
 
 def resolved_config(args: argparse.Namespace):
+    from .config import apply_overrides, load_config_file, preset
+
     config = preset(args.preset)
     overrides = load_config_file(args.config) if args.config else []
     overrides += args.overrides
@@ -130,6 +131,7 @@ def resolved_config(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
+    from .config import resolve_config
     from .loop import pretrain
 
     config = resolved_config(args)

@@ -16,12 +16,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from ..cli_args import non_negative_int, positive_int
-from ..data.pipeline import OBJECTIVES, DataPipeline
-from ..data.show import render_step
-from ..data.store import TOKENIZER_DIR, StoreError, TokenStore
-from ..tokenizer import Tokenizer
-from .config import PRESETS, apply_overrides, load_config_file, preset, resolve_config
+from ..cli_args import OBJECTIVE_NAMES, PRESET_NAMES, non_negative_int, positive_int
 
 __all__ = ["add_show_command"]
 
@@ -44,10 +39,10 @@ def add_show_command(prepare_commands: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("store", type=Path, metavar="STORE", help="token store directory")
-    p.add_argument("--objective", required=True, choices=OBJECTIVES, help="which objective's examples")
+    p.add_argument("--objective", required=True, choices=OBJECTIVE_NAMES, help="which objective's examples")
     p.add_argument("--step", type=non_negative_int, default=0, help="optimizer step, 0 = the first (default: 0)")
     p.add_argument("--examples", type=positive_int, default=2, metavar="K", help="how many examples (default: 2)")
-    p.add_argument("--preset", default="base", choices=sorted(PRESETS), help="the run's preset (default: base)")
+    p.add_argument("--preset", default="base", choices=PRESET_NAMES, help="the run's preset (default: base)")
     p.add_argument("--config", type=Path, default=None, help="the run's JSON config file, applied over the preset")
     p.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
@@ -57,6 +52,12 @@ def add_show_command(prepare_commands: argparse._SubParsersAction) -> None:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from ..data.pipeline import OBJECTIVES, DataPipeline
+    from ..data.show import render_step
+    from ..data.store import TOKENIZER_DIR, StoreError, TokenStore
+    from ..tokenizer import Tokenizer
+    from .config import apply_overrides, load_config_file, preset, resolve_config
+
     overrides = (load_config_file(args.config) if args.config else []) + args.overrides
     config = resolve_config(apply_overrides(preset(args.preset), overrides))
     store = TokenStore.open(args.store)
