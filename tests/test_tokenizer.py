@@ -581,8 +581,14 @@ def test_from_pretrained_errors(tmp_path, xlmr_dir):
         Tokenizer.from_pretrained(odd)
     broken = tmp_path / "broken"
     broken.mkdir()
-    (broken / "tokenizer.json").write_text("{not json")
+    (broken / "tokenizer.json").write_text('{"not": "a tokenizer"}')
     with pytest.raises(TokenizerError, match=r"broken/tokenizer.json: not a valid tokenizers JSON"):
+        Tokenizer.from_pretrained(broken)
+    # A copy cut short is damaged, said as such: not JSON at all.
+    text = (xlmr_dir / "tokenizer.json").read_bytes()
+    (broken / "tokenizer.json").write_bytes(text[: len(text) // 2])
+    with pytest.raises(TokenizerError, match=r"broken/tokenizer.json: damaged: not valid JSON \(.* at line \d+ column \d+\); "
+                       "expected a complete tokenizer.json$"):
         Tokenizer.from_pretrained(broken)
     (broken / "tokenizer.json").unlink()
     (broken / "sentencepiece.bpe.model").write_bytes(b"\x00garbage")

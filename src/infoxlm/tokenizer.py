@@ -129,6 +129,7 @@ class _TokenizersBackend(_Backend):
         try:
             self._tok = HFTokenizer.from_str(data.decode("utf-8"))
         except Exception as exc:  # tokenizers raises plain Exception on bad JSON
+            check_tokenizer_file(path, data)  # a file that is not JSON at all is called damaged
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise TokenizerError(
                 f"{path}: not a valid tokenizers JSON file ({first_line}); "
@@ -169,6 +170,36 @@ class _TokenizersBackend(_Backend):
 
     def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
         return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+def check_tokenizer_file(path: Path, data: bytes | None = None) -> bytes:
+    """The bytes of a tokenizer file (``data``, else read), refused with a ``TokenizerError``
+    naming it when they cannot be its format at all: a ``.json`` that is not JSON (a copy cut
+    short), a ``.model`` that is no SentencePiece model. Such a file is damaged, not another
+    tokenizer; whether it holds XLM-R's layout is :meth:`Tokenizer.from_pretrained`'s check."""
+    try:
+        data = path.read_bytes() if data is None else data
+    except OSError as exc:
+        raise TokenizerError(f"{path}: cannot read tokenizer file ({exc.strerror})") from None
+    if path.suffix == ".json":
+        try:
+            json.loads(data)
+            return data
+        except UnicodeDecodeError as exc:
+            reason = f"not UTF-8 at byte {exc.start}"
+        except json.JSONDecodeError as exc:
+            reason = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise TokenizerError(f"{path}: damaged: not valid JSON ({reason}); expected a complete tokenizer.json")
+    import sentencepiece as spm
+
+    try:
+        spm.SentencePieceProcessor().LoadFromSerializedProto(data)
+    except Exception as exc:  # sentencepiece raises RuntimeError/OSError variants
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TokenizerError(
+            f"{path}: damaged: not a SentencePiece model ({first_line}); expected a complete {SENTENCEPIECE_MODEL}"
+        ) from None
+    return data
 
 
 class _SentencePieceBackend(_Backend):

@@ -156,6 +156,18 @@ def test_ctrl_c_ends_the_run_within_seconds(store, tmp_path):
     bound = 15.0  # seconds from SIGINT to exit, on a loaded 2-core machine
     # While starting (imports, set-up), then at varied times into training (config.json is
     # written once the run has been set up).
+def test_init_with_a_truncated_tokenizer_file_is_called_damaged(capsys, store, tmp_path, tiny_model_dir):
+    run = tmp_path / "first"
+    assert pretrain(capsys, store, run, "--max-steps", "1")[0] == 0
+    init = tmp_path / "init"
+    assert run_cli(capsys, "export", run, init)[0] == 0
+    text = (tiny_model_dir / "tokenizer.json").read_bytes()
+    (init / "tokenizer.json").write_bytes(text[: len(text) // 2])  # a copy cut short
+    code, err = pretrain(capsys, store, tmp_path / "refused", "--max-steps", "1", "--init", init)
+    assert code == 1 and one_line(err).startswith(f"infoxlm: error: {init / 'tokenizer.json'}: damaged: not valid JSON ("), err
+    assert "is not the one" not in err and not (tmp_path / "refused").exists()
+
+
     for j, (after, delay) in enumerate((("start", 1.0), ("start", 3.0), ("train", 0.0), ("train", 0.4), ("train", 1.1), ("train", 2.3))):
         run = tmp_path / f"run{j}"
         proc = subprocess.Popen(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from infoxlm.data.store import TokenStore
-from infoxlm.train.store_identity import corpus_changes, store_identity, tokenizer_change
+from infoxlm.errors import TokenizerError
+from infoxlm.train.store_identity import corpus_changes, store_identity, tokenizer_change, tokenizer_file_fingerprints
 
 from training_stores import write_mono, write_parallel, write_store
 
@@ -28,3 +31,15 @@ def test_same_text_same_identity_other_text_named(tmp_path):
     write_mono(tmp_path / "b", "fr", docs)
     assert corpus_changes(a, store_identity(TokenStore.open(tmp_path / "b"))) == ["added mono/fr", "removed parallel/en-de"]
     assert tokenizer_change(a, a) is None
+
+
+def test_a_tokenizer_file_that_is_not_its_format_is_damaged_not_another_tokenizer(tmp_path):
+    (tmp_path / "sentencepiece.bpe.model").write_bytes(b"\x00garbage")
+    with pytest.raises(TokenizerError, match=r"sentencepiece.bpe.model: damaged: not a SentencePiece model \("):
+        tokenizer_file_fingerprints(tmp_path)
+    (tmp_path / "sentencepiece.bpe.model").unlink()
+    (tmp_path / "tokenizer.json").write_text('{"model": {"vocab": [["<s>", 0.0]')
+    with pytest.raises(TokenizerError, match=r"tokenizer.json: damaged: not valid JSON \(.* at line 1 column 34\)"):
+        tokenizer_file_fingerprints(tmp_path)
+    (tmp_path / "tokenizer.json").write_text('{"not": "a tokenizer"}')  # JSON: another tokenizer file
+    assert list(tokenizer_file_fingerprints(tmp_path)) == ["tokenizer.json"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.store import TokenStore
+from ..tokenizer import check_tokenizer_file
 
 CHECKSUM_EDGE_BYTES = 1 << 20  # read from each end of a corpus file for its checksum
 # Files of a Hugging Face XLM-R directory that define its ids (tokenizer.py reads either).
@@ -88,12 +89,14 @@ def corpus_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 def tokenizer_file_fingerprints(directory: str | Path) -> dict[str, str]:
     """SHA-256 of each tokenizer file in a model directory ({} when it has none): the
-    fingerprint a store prepared with that file records (``Tokenizer.fingerprint``)."""
+    fingerprint a store prepared with that file records (``Tokenizer.fingerprint``). A file
+    that is not its format at all (a tokenizer.json cut short) is refused as damaged, not
+    reported as another tokenizer."""
     found = {}
     for name in TOKENIZER_FILES:
         path = Path(directory) / name
         if path.is_file():
-            found[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+            found[name] = hashlib.sha256(check_tokenizer_file(path)).hexdigest()
     return found
 
 
