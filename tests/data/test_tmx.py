@@ -102,11 +102,18 @@ def test_a_truncated_compressed_tmx_says_truncated(tmp_path):
         pairs(path)
 
 
-def test_a_tmx_without_the_pair_languages_is_refused(tmp_path, tiny_model_dir):
+def test_a_tmx_without_the_pair_languages_is_refused(tmp_path, tiny_model_dir, capsys):
     path = tmp_path / "en-fr.tmx"
-    path.write_text(tmx_text([unit(("en", EN[0]), ("fr", "Le chat."))]))
-    with pytest.raises(DataError, match="en-fr.tmx: no non-empty line"):
+    path.write_text(tmx_text([unit(("en", EN[0]), ("fr", "Le chat.")), unit(("EN-us", EN[1]), ("fr-CA", "Ouvre."))]))
+    with pytest.raises(DataError, match=r"en-fr.tmx: no unit holds both en and de; its units hold EN-us, en, fr, fr-CA; "
+                       "expected a TMX file whose units hold en and de segments$"):
         prepare_parallel("en-de", tiny_model_dir, tmp_path / "s", tmx=path, show_progress=False)
+    assert not (tmp_path / "s").exists()
+    path.write_text(tmx_text([]))
+    args = ["prepare", "parallel", "--pair", "en-de", "--tmx", path, "--tokenizer", tiny_model_dir]
+    assert infoxlm_main([str(a) for a in args] + ["--output", str(tmp_path / "s"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == f"infoxlm: error: {path}: no translation unit (<tu>); expected a TMX file whose units hold en and de segments"
     assert not (tmp_path / "s").exists()
 
 

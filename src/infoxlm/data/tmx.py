@@ -62,6 +62,7 @@ def read_tmx_pairs(
     path = Path(path)
     wanted = (primary_language(src_language), primary_language(tgt_language))
     languages: dict[str, str] = {}  # xml:lang as written -> primary language, cached
+    units = paired = 0  # units read, and those holding both languages
     raw, stream = open_counted(path)
     try:
         with raw, stream:
@@ -77,9 +78,12 @@ def read_tmx_pairs(
                 if _local(element.tag) != "tu":
                     continue
                 pair = _unit_pair(element, wanted, languages)
-                src.append(pair[0])
-                tgt.append(pair[1])
-                chars += len(pair[0]) + len(pair[1])
+                units += 1
+                paired += None not in pair
+                # A side the unit lacks is empty: prepare skips the pair and counts it.
+                src.append(pair[0] or "")
+                tgt.append(pair[1] or "")
+                chars += len(src[-1]) + len(tgt[-1])
                 element.clear()
                 if parents:
                     parents[-1].remove(element)  # a finished unit leaves the tree
@@ -87,6 +91,8 @@ def read_tmx_pairs(
                     position = raw.tell()
                     yield PairBlock(src, tgt, position - reported)
                     src, tgt, chars, reported = [], [], 0, position
+            if not paired:
+                raise DataError(_no_pair(path, units, wanted, languages))
             yield PairBlock(src, tgt, raw.tell() - reported)
     except ET.ParseError as exc:
         line = exc.position[0] if getattr(exc, "position", None) else None
@@ -102,8 +108,20 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _unit_pair(unit: ET.Element, wanted: tuple[str, str], languages: dict[str, str]) -> tuple[str, str]:
-    """The (source, target) segments of one ``<tu>``; ``""`` for a language it lacks."""
+def _no_pair(path: Path, units: int, wanted: tuple[str, str], languages: dict[str, str]) -> str:
+    """Why a TMX file gave no pair: no unit, or none holding both languages."""
+    expected = f"expected a TMX file whose units hold {wanted[0]} and {wanted[1]} segments"
+    if not units:
+        return f"{path}: no translation unit (<tu>); {expected}"
+    tags = sorted(tag or "(no xml:lang)" for tag in languages)
+    shown = ", ".join(tags[:8]) + (f" (+{len(tags) - 8} more)" if len(tags) > 8 else "")
+    return f"{path}: no unit holds both {wanted[0]} and {wanted[1]}; its units hold {shown}; {expected}"
+
+
+def _unit_pair(
+    unit: ET.Element, wanted: tuple[str, str], languages: dict[str, str]
+) -> tuple[str | None, str | None]:
+    """The (source, target) segments of one ``<tu>``; None for a language it lacks."""
     sides: list[str | None] = [None, None]
     for variant in unit:
         if _local(variant.tag) != "tuv":
@@ -117,7 +135,8 @@ def _unit_pair(unit: ET.Element, wanted: tuple[str, str], languages: dict[str, s
                 sides[side] = _segment_text(segment) if segment is not None else ""
                 break
     # XML keeps line breaks inside a segment; a side is one line of text.
-    return (sides[0] or "").replace("\n", " "), (sides[1] or "").replace("\n", " ")
+    src, tgt = (side.replace("\n", " ") if side is not None else None for side in sides)
+    return src, tgt
 
 
 def _segment_text(element: ET.Element) -> str:
