@@ -218,6 +218,6 @@ def test_a_store_with_an_id_outside_the_vocabulary_is_refused_when_opened_for_tr
     write_parallel(root, "en-de", [([5], [49])])
     ExampleBuilder(TokenStore.open(root))  # the largest id, 49, is inside
     write_parallel(root, "en-fr", [([5, 7], [6, 50])])
-    with pytest.raises(StoreError, match=r"en-fr/tgt\.tokens\.u32: token id 50 near position 0 is outside the "
+    with pytest.raises(StoreError, match=r"en-fr/tgt\.tokens\.u32: token id 50 at position 1 is outside the "
                        r"vocabulary \(size 50\); the corpus is damaged"):  # fmt: skip
         ExampleBuilder(TokenStore.open(root))

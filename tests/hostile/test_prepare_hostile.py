@@ -493,6 +493,6 @@ def test_pretrain_refuses_a_store_with_an_id_outside_the_vocabulary_and_leaves_n
     ids.tofile(tokens)
     code, err = run_cli(capsys, "pretrain", "--preset", "test", "--data", store, "--output", tmp_path / "run",
                         "--max-steps", "2", "--no-progress")  # fmt: skip
-    assert code == 1 and err == [f"infoxlm: error: {tokens}: token id {VOCAB} near position 0 is outside the "
+    assert code == 1 and err == [f"infoxlm: error: {tokens}: token id {VOCAB} at position 100 is outside the "
                                  f"vocabulary (size {VOCAB}); the corpus is damaged"], err  # fmt: skip
     assert not (tmp_path / "run").exists()

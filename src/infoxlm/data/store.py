@@ -110,18 +110,24 @@ def _check_offsets(offsets: np.ndarray, end: int, path: Path, what: str) -> None
     step = 1 << 24
     for start in range(0, len(offsets) - 1, step):
         window = np.asarray(offsets[start : start + step + 1])
-        if (np.diff(window) < 0).any():
-            raise StoreError(f"{path}: offsets decrease near entry {start}; the corpus is damaged")
+        falls = np.flatnonzero(np.diff(window) < 0)
+        if falls.size:
+            i = int(falls[0])  # entry start + i + 1 is below the one before it
+            raise StoreError(
+                f"{path}: offsets decrease at entry {start + i + 1} ({window[i]} → {window[i + 1]}); "
+                "the corpus is damaged"
+            )
 
 
 def _check_token_ids(tokens: np.ndarray, vocab_size: int, path: Path) -> None:
     """Every id below ``vocab_size``, else a StoreError naming the file, the id and the size."""
     step = 1 << 26
     for start in range(0, len(tokens), step):
-        largest = int(np.asarray(tokens[start : start + step]).max())
-        if largest >= vocab_size:
+        chunk = np.asarray(tokens[start : start + step])
+        if int(chunk.max()) >= vocab_size:
+            position = start + int(np.argmax(chunk >= vocab_size))  # the first id outside
             raise StoreError(
-                f"{path}: token id {largest} near position {start} is outside the vocabulary "
+                f"{path}: token id {int(tokens[position])} at position {position} is outside the vocabulary "
                 f"(size {vocab_size}); the corpus is damaged"
             )
 
