@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from infoxlm.cli import main
 from infoxlm.eval.mlqa_data import MLQADataError
 from infoxlm.finetune.qa import run_mlqa
-from infoxlm.finetune.training import FinetuneConfig
+from infoxlm.finetune.training import FinetuneConfig, FinetuneError
 
 from finetune_formats import toy_squad, write_mlqa
 
@@ -45,3 +46,36 @@ def test_missing_mlqa_file_is_named(tiny_model_dir, tmp_path):
         run_mlqa(tiny_model_dir, train, tmp_path / "MLQA_V1", tmp_path / "run", config, languages=["en", "hi"], progress=False)
     with pytest.raises(MLQADataError, match="MLQA language 'fr'"):
         run_mlqa(tiny_model_dir, train, tmp_path / "MLQA_V1", tmp_path / "run", config, languages=["fr"], progress=False)
+
+
+def test_an_answer_start_that_disagrees_with_the_answer_is_named_and_skipped(tiny_model_dir, tmp_path, capsys):
+    squad = toy_squad(4, seed=0)
+    qa = squad["data"][0]["paragraphs"][1]["qas"][0]
+    qa["answers"][0]["answer_start"] += 1  # points one character past "old bridge"
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps(squad), encoding="utf-8")
+    mlqa = write_mlqa(tmp_path / "MLQA_V1", languages=("en",), n=1)
+    code = main(["finetune", "mlqa", "--model", str(tiny_model_dir), "--train", str(train), "--data", str(mlqa),
+                 "--languages", "en", "--output", str(tmp_path / "run"), "--max-steps", "1", "--batch-size", "2",
+                 "--max-length", "64", "--doc-stride", "32", "--no-save-model", "--no-progress", "--device", "cpu"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    warning = (f"warning: {train}: question 'q1': answer_start {qa['answers'][0]['answer_start']} reads 'ld bridge.', "
+               "but the answer text is 'old bridge'; the question is skipped")
+    assert warning in captured.err.splitlines(), captured.err
+    assert "1 skipped" in captured.out
+
+
+def test_a_training_file_whose_every_answer_is_misplaced_is_refused(tiny_model_dir, tmp_path):
+    squad = toy_squad(2, seed=0)
+    for paragraph in squad["data"][0]["paragraphs"]:
+        paragraph["qas"][0]["answers"][0]["answer_start"] = 0
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps(squad), encoding="utf-8")
+    write_mlqa(tmp_path / "MLQA_V1", languages=("en",), n=1)
+    config = FinetuneConfig(lr=1e-3, batch_size=2, epochs=1, selection="last")
+    with pytest.raises(FinetuneError, match=rf"{train}: none of its 2 training questions has an answer at its "
+                       "answer_start; expected SQuAD v1.1 training data"):
+        run_mlqa(tiny_model_dir, train, tmp_path / "MLQA_V1", tmp_path / "run", config, languages=["en"],
+                 progress=False, log=lambda _: None)
+    assert not (tmp_path / "run").exists()

@@ -98,6 +98,20 @@ def read_squad(path: str | Path) -> list[QAExample]:
     return parse_squad(read_json(path, "SQuAD/MLQA JSON file"), str(path))
 
 
+def misplaced_answers(examples: list[QAExample]) -> list[tuple[QAExample, str]]:
+    """The examples whose first answer is not at its ``answer_start``, each with the text found
+    there instead. Training reads the answer at that offset, so BERT's SQuAD script (and
+    ``finetune mlqa``) warns about such an example and skips it; scoring uses only the texts."""
+    misplaced = []
+    for example in examples:
+        if example.answers:
+            start, text = example.answer_starts[0], example.answers[0]
+            found = example.context[start:start + len(text)]
+            if found != text:
+                misplaced.append((example, found))
+    return misplaced
+
+
 def mlqa_file_name(split: str, context_lang: str, question_lang: str | None = None) -> str:
     """``test-context-de-question-de.json``; ``question_lang`` defaults to ``context_lang``."""
     question_lang = question_lang or context_lang

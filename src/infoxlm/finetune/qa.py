@@ -18,6 +18,7 @@ Protocol (paper §4 and appendix "Hyperparameters for Fine-Tuning"):
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -27,7 +28,9 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..eval.mlqa_data import MLQA_LANGUAGES, MLQADataError, QAExample, find_mlqa_file, parse_squad, read_json, read_squad
+from ..eval.mlqa_data import (
+    MLQA_LANGUAGES, MLQADataError, QAExample, find_mlqa_file, misplaced_answers, parse_squad, read_json, read_squad,
+)
 from ..eval.mlqa_metric import score_mlqa
 from ..tokenizer import Tokenizer
 from . import defaults
@@ -186,6 +189,18 @@ def finetune_mlqa_once(
     return run
 
 
+def _warn_misplaced_answers(train_file: str | Path, examples: list[QAExample], shown: int = 5) -> None:
+    """One warning on stderr per training question whose answer_start disagrees with its answer
+    text (the first ``shown``, then a count); build_features skips them, as BERT's script does."""
+    misplaced = misplaced_answers(examples)
+    for example, found in misplaced[:shown]:
+        print(f"warning: {train_file}: question {example.id!r}: answer_start {example.answer_starts[0]} reads "
+              f"{found!r}, but the answer text is {example.answers[0]!r}; the question is skipped", file=sys.stderr)
+    if len(misplaced) > shown:
+        print(f"warning: {train_file}: {len(misplaced) - shown} more questions whose answer_start disagrees "
+              "with the answer text are skipped", file=sys.stderr)
+
+
 def run_mlqa(
     model_dir: str | Path,
     train_file: str | Path,
@@ -226,8 +241,14 @@ def run_mlqa(
         except MLQADataError as err:  # say why dev files are needed: selection never uses test
             raise MLQADataError(f"{err}; selecting a model or a setting needs the MLQA dev files, never test") from None
     train_examples = read_squad(train_file)[:max_train_examples]
+    _warn_misplaced_answers(train_file, train_examples)
     window = dict(max_length=max_length, doc_stride=doc_stride, max_query_length=max_query_length)
     train_features, skipped = build_features(tokenizer, train_examples, train=True, **window)
+    if not train_features:
+        raise FinetuneError(
+            f"{train_file}: none of its {len(train_examples)} training questions has an answer at its "
+            "answer_start; expected SQuAD v1.1 training data"
+        )
     log(f"[mlqa] {len(train_examples)} training questions → {len(train_features)} windows"
         + (f" ({skipped} skipped: answer not found at answer_start)" if skipped else ""))
     output = Path(output)
