@@ -294,6 +294,33 @@ def test_inspect_prints_counts_and_the_probabilities_of_the_sampling_unit(small_
     assert report["parallel"]["en-ru"]["pairs"] == 3 and report["alpha"] == 0.3
 
 
+def test_inspect_reports_the_share_of_short_mmlm_blocks(tmp_path, capsys):
+    """Blocks under half a block are drawn as often as full ones: inspect counts them."""
+    from training_stores import write_mono, write_store
+
+    store = write_store(tmp_path / "store")
+    (store / "tokenizer").mkdir()
+    rng = np.random.default_rng(0)
+    write_mono(store, "de", [[rng.integers(4, 999, 20).tolist() for _ in range(100)]])  # 21 tokens a line
+    # Lines of 100 and 450 tokens (101 and 452 with their </s>): no two fit one 512-token block.
+    write_mono(store, "fr", [[rng.integers(4, 999, n).tolist() for n in (100, 450)] for _ in range(10)])
+    report = store_report(store)
+    assert report["block_size"] == 512
+    assert (report["mono"]["de"]["blocks"], report["mono"]["de"]["short_blocks"]) == (5, 1)  # 24, 24, 24, 24, 4 lines
+    assert (report["mono"]["fr"]["blocks"], report["mono"]["fr"]["short_blocks"]) == (20, 10)  # 102 and 453 tokens
+    assert infoxlm_main(["prepare", "inspect", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "MMLM blocks of 512 tokens, short: under 256" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
+    assert rows["lang"][5:7] == ["blocks", "short"] and rows["fr"][5:8] == ["20", "50.0", "%"]
+    # For a run's data.block_size: 1024-token blocks hold a 100- and a 450-token line together.
+    assert infoxlm_main(["prepare", "inspect", str(store), "--block-size", "1024", "--json"]) == 0
+    wide = json.loads(capsys.readouterr().out)
+    assert wide["block_size"] == 1024 and wide["mono"]["fr"]["short_blocks"] == 0 < wide["mono"]["fr"]["blocks"] < 20
+    assert infoxlm_main(["prepare", "inspect", str(store), "--block-size", "2"]) == 1
+    assert capsys.readouterr().err.strip() == "infoxlm: error: block size 2 is invalid; expected an integer >= 3 (<s>, a token, </s>)"
+
+
 def test_inspect_exit_codes(small_store, tmp_path, capsys):
     def inspect(*extra) -> tuple[int, str]:
         code = infoxlm_main(["prepare", "inspect", *map(str, extra)])

@@ -81,3 +81,26 @@ def test_a_missing_store_is_one_line(tmp_path, capsys):
     assert infoxlm_main(["prepare", "show", str(tmp_path / "none"), "--objective", "mmlm"]) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not a token store" in err
+
+
+def test_blocks_of_long_paragraphs_hold_at_least_half_a_block(tmp_path, tiny_model_dir, capsys):
+    """Paragraphs of 600-2,000 tokens: prepare stores them as 512-token lines (513 with their
+    </s>, one more than a 512-token block holds); before, a third of the blocks were stubs."""
+    from infoxlm.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    rng = np.random.default_rng(3)
+    words = " ".join(TINY_TEXT["de"]).split()
+    paragraphs = []
+    while len(paragraphs) < 30:
+        line = " ".join(rng.choice(words, int(rng.integers(150, 700))))
+        if 600 <= len(tokenizer.encode(line, add_special_tokens=False)) <= 2000:
+            paragraphs.append(line)
+    (tmp_path / "de.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
+    prepare_monolingual("de", [tmp_path / "de.txt"], tiny_model_dir, tmp_path / "store", show_progress=False)
+    blocks = MonoBlocks(TokenStore.open(tmp_path / "store").mono["de"], block_size=512)
+    assert infoxlm_main(["prepare", "show", str(tmp_path / "store"), "--objective", "mmlm", "--examples", "50"]) == 0
+    shown = re.findall(r"de block (\d+)\n(\d+) tokens", capsys.readouterr().out)
+    assert len(shown) == 50
+    for block, tokens in shown:
+        assert 256 <= int(tokens) <= 512 or int(block) == blocks.num_blocks - 1, (block, tokens)

@@ -5,9 +5,13 @@ document's last line with ``</s> </s>`` (the store's layout, that of XLM-R's fai
 Blocks hold whole lines, as fairseq's ``complete`` mode packs them for RoBERTa and XLM-R and
 as the authors' InfoXLM data does: a block takes lines while they fit ``block_size - 1``
 tokens and is ``<s> line </s> line </s> …``, so it is at most ``block_size`` long and ends
-with a line's ``</s>``. A line longer than that on its own is cut at the capacity (its
-pieces are the only place where a block does not end with ``</s>``). The blocks are found
-once per corpus, greedily from the stream's start (:func:`pack_whole_lines`).
+with a line's ``</s>``. A line longer than a block can hold (prepare's 512-token lines are 513
+with their ``</s>``, one more than a 512-token block holds after its ``<s>``) is cut, as
+fairseq's ``none`` mode cuts its stream: to fill the block it comes to, then into full blocks,
+its rest packed with the lines after it; a block begun inside such a line is not closed under
+half full, so long-line text gives no stub blocks (the authors truncate such lines at 509
+tokens instead). Only there does a block begin or end inside a line. The blocks are found once
+per corpus, greedily from the stream's start (:func:`pack_whole_lines`).
 
 TLM: ``<s> a </s> b </s>`` with (a, b) = (src, tgt) or (tgt, src) as the plan says, both
 truncated to ``tlm_max_length`` by :func:`fair_truncation` (cut the longer side first; each
@@ -66,36 +70,46 @@ def pack_whole_lines(line_ends: np.ndarray, capacity: int, chunk: int = 1 << 20)
 
     line_ends (N + 1,) int offsets of the line boundaries (0 first, the stream's length
     last), possibly memory-mapped; every line holds at least one token. A block takes the
-    following lines while they fit ``capacity`` tokens; a line longer than ``capacity`` is
-    cut every ``capacity`` tokens and its last piece is a block of its own. One binary search
-    per block over a chunk of boundaries read as a Python list (about 10 million lines a
-    second on one core).
+    following lines while they fit ``capacity`` tokens. A line longer than ``capacity`` (one no
+    block can hold) is cut to fill the block it comes to, then into full blocks, and its rest
+    begins the next block, which goes on taking the lines after it; such a block, begun inside
+    a line, is not closed while it holds less than half of ``capacity``: the line that does not
+    fit is cut to fill it too. So only the last block of a stream holds less than half, where
+    lines are longer than a block; where none is, blocks are exactly those of whole lines.
+    One binary search per block over a chunk of boundaries read as a Python list (about 10
+    million lines a second on one core).
 
     >>> pack_whole_lines(np.array([0, 3, 6, 8, 20, 22]), capacity=8).tolist()
-    [0, 8, 16, 20, 22]
+    [0, 8, 16, 22]
     """
     if capacity < 1:
         raise ValueError(f"capacity must be >= 1, got {capacity}")
     num_lines = len(line_ends) - 1
     found: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
-    line = 0  # the boundary the next block starts at
-    while line < num_lines:
-        # Boundaries line … stop, plus the `capacity` lines a block from them can reach at
-        # most (every line holds a token).
-        stop = min(num_lines, line + chunk)
-        offsets = np.asarray(line_ends[line : min(num_lines, stop + capacity) + 1], dtype=np.int64).tolist()
+    start, line = 0, 1  # the next block's first stream offset, and the first boundary after it
+    while line <= num_lines:
+        # Boundaries line - 1 … line + chunk, plus the `capacity` lines a block from there can
+        # reach at most (every line holds a token) and the one after.
+        low = line - 1
+        offsets = np.asarray(line_ends[low : min(num_lines, line + chunk + capacity + 1) + 1], dtype=np.int64).tolist()
         ends: list[int] = []
-        i, last = 0, len(offsets)
-        while i < stop - line:
-            reach = bisect.bisect_right(offsets, offsets[i] + capacity, i + 1, min(last, i + capacity + 2)) - 1
-            if reach > i:  # lines i … reach - 1 fit one block
-                ends.append(offsets[reach])
-                i = reach
-            else:  # line i alone is longer than a block: cut it every `capacity` tokens
-                ends.extend(range(offsets[i] + capacity, offsets[i + 1], capacity))
-                ends.append(offsets[i + 1])
-                i += 1
-        line += i
+        j = 1  # offsets[j]: the first boundary after `start`
+        while j <= chunk and low + j <= num_lines:
+            if offsets[j] - start > capacity:  # the rest of this line overflows: full blocks of it
+                ends.extend(range(start + capacity, offsets[j], capacity))
+                start = ends[-1]
+                continue
+            # The last boundary the block reaches: lines j … reach fit it whole.
+            reach = bisect.bisect_right(offsets, start + capacity, j, min(len(offsets), j + capacity + 1)) - 1
+            end = offsets[reach]
+            if low + reach < num_lines:
+                overflows = offsets[reach + 1] - end > capacity
+                begun_inside_a_line = offsets[j - 1] != start
+                if overflows or (begun_inside_a_line and 2 * (end - start) < capacity):
+                    end = start + capacity  # the next line is cut to fill this block
+            ends.append(end)
+            start, j = end, reach + 1
+        line = low + j
         found.append(np.asarray(ends, dtype=np.int64))
     return np.concatenate(found)
 

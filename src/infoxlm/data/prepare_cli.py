@@ -28,7 +28,7 @@ from infoxlm.data.merge import merge_stores
 from infoxlm.data.prepare import DEFAULT_MAX_LINE_TOKENS, prepare_monolingual, prepare_parallel
 from infoxlm.data.sampling import SAMPLING_UNITS
 from infoxlm.data.shards import parse_shard
-from infoxlm.data.store_report import DEFAULT_ALPHA, format_report, store_report
+from infoxlm.data.store_report import DEFAULT_ALPHA, DEFAULT_BLOCK_SIZE, format_report, store_report
 
 __all__ = ["add_prepare_commands"]
 
@@ -155,7 +155,8 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._Su
         help="counts per corpus and the sampling probabilities training will use",
         description="Print per-corpus counts and the sampling probabilities p_l ∝ (n_l/n)^alpha "
         "(monolingual and parallel corpora separately; n counted in lines and pairs, as training "
-        "does by default, or in tokens). Exits non-zero if the store is incomplete or damaged.",
+        "does by default, or in tokens), and per language the MMLM blocks training cuts and the "
+        "share of short ones (under half a block). Exits non-zero if the store is incomplete or damaged.",
     )
     inspect.add_argument("store", type=Path, metavar="STORE")
     inspect.add_argument(
@@ -166,6 +167,11 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._Su
         "--sampling-unit", choices=SAMPLING_UNITS, default="instances",
         help="what n_l counts: lines / pairs (instances, the paper's and training's default) or tokens; "
         "match the run's data.sampling_unit",
+    )  # fmt: skip
+    inspect.add_argument(
+        "--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
+        help=f"MMLM block length the block counts are for (default: {DEFAULT_BLOCK_SIZE}); match the run's "
+        "data.block_size",
     )  # fmt: skip
     inspect.add_argument(
         "--json", action="store_true",
@@ -252,6 +258,7 @@ def run_prepare_inspect(args: argparse.Namespace) -> int:
         check_token_ids=args.check_token_ids,
         checksums=args.json,
         unit=args.sampling_unit,
+        block_size=args.block_size,
     )
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))

@@ -7,7 +7,10 @@ so probabilities are computed per pool with XLM-R's smoothing:
 
 where n_l counts the instances of corpus l (lines of a language, translation pairs of a
 pair: the paper's unit and training's default) or, with ``unit="tokens"``, its tokens (of
-both sides, for a pair). The report is
+both sides, for a pair). For each language it also counts the MMLM blocks training cuts
+(:func:`~infoxlm.data.examples.pack_whole_lines`, for a ``block_size``) and the short ones, under
+half a block: a block is drawn as often as any other, so a corpus with many is trained on many
+near-empty examples. The report is
 produced only for a complete store: a missing ``store.json``, no corpus at all, no
 ``tokenizer/`` copy, a ``.partial-*`` leftover of an interrupted prepare or a damaged corpus
 raise :class:`~infoxlm.data.store.StoreError` instead.
@@ -21,13 +24,24 @@ from typing import Any
 
 import numpy as np
 
+from infoxlm.data.examples import pack_whole_lines
 from infoxlm.data.sampling import SAMPLING_UNITS, check_alpha, language_probabilities
 from infoxlm.data.store import TOKENIZER_DIR, MonoCorpus, ParallelCorpus, StoreError, TokenStore
 from infoxlm.errors import DataError
 
-__all__ = ["DEFAULT_ALPHA", "corpus_checksum", "format_report", "store_report"]
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_BLOCK_SIZE", "block_counts", "corpus_checksum", "format_report", "store_report"]
 
 DEFAULT_ALPHA = 0.7
+DEFAULT_BLOCK_SIZE = 512  # data.block_size's default
+
+
+def block_counts(corpus: MonoCorpus, block_size: int) -> dict[str, int]:
+    """``{"blocks": B, "short_blocks": S}``: the MMLM blocks of ``block_size`` tokens training
+    cuts from ``corpus``, and how many of them hold fewer than ``block_size // 2`` tokens with
+    their ``<s>``. One pass over the line offsets (a few million lines a second)."""
+    starts = pack_whole_lines(corpus.lines.offsets, block_size - 1)  # (B + 1,); <s> takes a position
+    sizes = np.diff(starts) + 1  # (B,) with the <s>
+    return {"blocks": len(sizes), "short_blocks": int(np.count_nonzero(sizes < block_size // 2))}
 
 
 def corpus_checksum(corpus: MonoCorpus | ParallelCorpus) -> str:
@@ -56,17 +70,22 @@ def store_report(
     check_token_ids: bool = False,
     checksums: bool = False,
     unit: str = "instances",
+    block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> dict[str, Any]:
     """Counts per corpus and the sampling probabilities, as a JSON-serialisable dict.
 
-    ``checksums`` adds each corpus's :func:`corpus_checksum` (reads the whole store).
+    ``checksums`` adds each corpus's :func:`corpus_checksum` (reads the whole store). Each
+    language's :func:`block_counts` are for blocks of ``block_size`` tokens.
 
     Raises:
         StoreError: not a store, no corpora, no tokenizer copy, leftovers of an interrupted prepare, or a
             damaged corpus (offsets that do not match the token file, counts that disagree
             with meta.json, token ids outside the vocabulary if ``check_token_ids``).
-        DataError: ``alpha`` outside (0, 1], or ``unit`` not one of SAMPLING_UNITS.
+        DataError: ``alpha`` outside (0, 1], ``unit`` not one of SAMPLING_UNITS, or
+            ``block_size`` under 3.
     """
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 3:
+        raise DataError(f"block size {block_size!r} is invalid; expected an integer >= 3 (<s>, a token, </s>)")
     if unit not in SAMPLING_UNITS:
         raise DataError(f"sampling unit {unit!r} is invalid; expected one of {', '.join(SAMPLING_UNITS)}")
     check_alpha(alpha, DataError)
@@ -86,6 +105,7 @@ def store_report(
             "documents": corpus.num_documents,
             "tokens": corpus.num_tokens,
             "skipped": corpus.meta.get("skipped", {}),
+            **block_counts(corpus, block_size),
             **({"checksum": corpus_checksum(corpus)} if checksums else {}),
         }
         for language, corpus in store.mono.items()
@@ -111,6 +131,7 @@ def store_report(
         "tokenizer": store.info.get("tokenizer", {}),
         "alpha": float(alpha),
         "sampling_unit": unit,
+        "block_size": block_size,
         "sampling": "p_l ∝ (n_l/n)^alpha per pool, n_l = "
         + ("lines (mono) / pairs (parallel) of l" if unit == "instances" else "tokens of l"),
         "mono": mono,
@@ -134,10 +155,15 @@ def format_report(report: dict[str, Any]) -> str:
     alpha = report["alpha"]
     by_tokens = report.get("sampling_unit") == "tokens"
 
-    lines.append(f"Monolingual corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in {'tokens' if by_tokens else 'lines'}")
+    block_size = report.get("block_size", DEFAULT_BLOCK_SIZE)
+    lines.append(
+        f"Monolingual corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in {'tokens' if by_tokens else 'lines'}; "
+        f"MMLM blocks of {block_size} tokens, short: under {block_size // 2}"
+    )
     if report["mono"]:
-        rows = [("lang", "lines", "documents", "tokens", "p", "skipped")]
+        rows = [("lang", "lines", "documents", "tokens", "p", "blocks", "short", "skipped")]
         for language, entry in report["mono"].items():
+            blocks, short = entry["blocks"], entry["short_blocks"]
             rows.append(
                 (
                     language,
@@ -145,6 +171,8 @@ def format_report(report: dict[str, Any]) -> str:
                     f"{entry['documents']:,}",
                     f"{entry['tokens']:,}",
                     f"{entry.get('probability', 0.0):.4f}",
+                    f"{blocks:,}",
+                    f"{100 * short / blocks:.1f} %" if blocks else "-",
                     _skipped_text(entry["skipped"]),
                 )
             )
