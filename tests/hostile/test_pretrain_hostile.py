@@ -1,5 +1,6 @@
 """`infoxlm pretrain` / `export` against hostile input: every case ends with a non-zero exit and
-one line (no traceback), loses nothing, saves nothing non-finite and leaves nothing behind."""
+one line (no traceback), loses nothing, saves nothing non-finite and leaves nothing behind; a
+damaged checkpoint is named, and a resume passes over it to the previous one, saying so."""
 
 from __future__ import annotations
 
@@ -16,8 +17,16 @@ import pytest
 import torch
 
 from infoxlm.cli import main
-from infoxlm.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from infoxlm.train.checkpoint import (
+    checkpoint_path,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+    verify_checkpoint,
+)
 
+from damaged_checkpoints import flip_tensor_bytes, payloads
 from training_stores import build_store, write_mono
 
 
@@ -147,15 +156,6 @@ def test_init_with_another_tokenizer_is_refused(capsys, store, tmp_path):
     assert not (tmp_path / "refused").exists()
 
 
-# --- 3. Ctrl-C ends the run within seconds -----------------------------------------------------
-
-
-@pytest.mark.slow  # six real subprocesses, timed
-def test_ctrl_c_ends_the_run_within_seconds(store, tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
-    bound = 15.0  # seconds from SIGINT to exit, on a loaded 2-core machine
-    # While starting (imports, set-up), then at varied times into training (config.json is
-    # written once the run has been set up).
 def test_init_with_a_truncated_tokenizer_file_is_called_damaged(capsys, store, tmp_path, tiny_model_dir):
     run = tmp_path / "first"
     assert pretrain(capsys, store, run, "--max-steps", "1")[0] == 0
@@ -168,6 +168,15 @@ def test_init_with_a_truncated_tokenizer_file_is_called_damaged(capsys, store, t
     assert "is not the one" not in err and not (tmp_path / "refused").exists()
 
 
+# --- 3. Ctrl-C ends the run within seconds -----------------------------------------------------
+
+
+@pytest.mark.slow  # six real subprocesses, timed
+def test_ctrl_c_ends_the_run_within_seconds(store, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
+    bound = 15.0  # seconds from SIGINT to exit, on a loaded 2-core machine
+    # While starting (imports, set-up), then at varied times into training (config.json is
+    # written once the run has been set up).
     for j, (after, delay) in enumerate((("start", 1.0), ("start", 3.0), ("train", 0.0), ("train", 0.4), ("train", 1.1), ("train", 2.3))):
         run = tmp_path / f"run{j}"
         proc = subprocess.Popen(
@@ -361,3 +370,75 @@ def test_an_intermediate_export_of_non_finite_weights_stops_the_run(store, tmp_p
     with pytest.raises(TrainingError, match="non-finite.*not exported"):
         trainer.export_model(tmp_path / "run" / "exports" / "step-1")
     assert not (tmp_path / "run" / "exports").exists()
+
+
+# --- 7. a damaged or hostile checkpoint -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("digests", ["kept", "removed"])
+def test_an_index_that_runs_code_is_refused_by_pretrain_and_export(capsys, store, tmp_path, digests):
+    run, marker = tmp_path / "run", tmp_path / "ran"
+    assert pretrain(capsys, store, run, "--max-steps", "2")[0] == 0
+    checkpoint = latest_checkpoint(run)
+    (checkpoint / ".metadata").write_bytes(payloads(marker)["dotted name"])
+    if digests == "removed":  # as whoever made it would do; kept, the index's digest differs
+        (checkpoint / "digests.json").unlink()
+    # Kept, it differs in size from what digests.json recorded.
+    expected = "names torch.distributed.checkpoint.filesystem.os.system" if digests == "removed" else ".metadata: truncated: "
+    code, err = pretrain(capsys, store, run, "--max-steps", "4")
+    assert code == 1 and expected in one_line(err)
+    code, err = run_cli(capsys, "export", run, tmp_path / "hf")
+    assert code == 1 and expected in one_line(err)
+    assert not marker.exists() and not (tmp_path / "hf").exists()
+    assert [p.name for p in (run / "checkpoints").iterdir()] == [checkpoint.name]
+
+
+def _truncate(checkpoint: Path) -> Path:
+    shard = checkpoint / "__0_0.distcp"
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    return shard
+
+
+@pytest.mark.parametrize(
+    "damage, digests, says",
+    [(flip_tensor_bytes, True, "damaged: its SHA-256 is not the one"), (_truncate, True, "truncated: "), (_truncate, False, "truncated: ")],
+    ids=["flipped bytes", "truncated", "truncated, written without digests"],
+)
+def test_a_damaged_newest_checkpoint_is_named_and_the_previous_one_resumes(capsys, store, tmp_path, damage, digests, says):
+    run = tmp_path / "run"
+    command = ["--max-steps", "4", "--save-every", "2"]
+    assert pretrain(capsys, store, run, *command)[0] == 0
+    if not digests:  # as an earlier infoxlm wrote them
+        for _, checkpoint in list_checkpoints(run):
+            (checkpoint / "digests.json").unlink()
+    newest = latest_checkpoint(run)
+    intact = load_checkpoint(newest)["model"]
+    shard = damage(newest)
+    code, err = run_cli(capsys, "export", run, tmp_path / "hf")
+    line = one_line(err)
+    assert code == 1 and line.startswith(f"infoxlm: error: {shard}: {says}")
+    assert line.endswith("; the newest intact checkpoint is step-00000002 (--step 2)")
+    assert run_cli(capsys, "export", run, tmp_path / "hf", "--step", "2")[0] == 0
+    # The same command resumes from step 2, says why, and computes step 4 again exactly as before.
+    code, err = pretrain(capsys, store, run, *command)
+    assert code == 0, err
+    warnings = [line for line in err.splitlines() if line.startswith(("warning:", "note:"))]
+    assert warnings[0].startswith(f"warning: {shard}: {says}")
+    assert warnings[0].endswith("; ignoring step-00000004, resuming from step-00000002")
+    if not digests:
+        assert warnings[1] == f"note: {checkpoint_path(run, 2)} has no digests.json (an earlier infoxlm wrote it): its files cannot be verified"
+    assert len(warnings) == 1 + (not digests)
+    again = load_checkpoint(checkpoint_path(run, 4))["model"]
+    assert all(torch.equal(again[name], intact[name]) for name in intact)
+    assert [s for s, _ in list_checkpoints(run)] == [2, 4]
+
+
+def test_a_checkpoint_that_lost_its_index_is_said_to_be_ignored(capsys, store, tmp_path):
+    run = tmp_path / "run"
+    assert pretrain(capsys, store, run, "--max-steps", "2")[0] == 0
+    (checkpoint_path(run, 2) / ".metadata").unlink()
+    code, err = pretrain(capsys, store, run, "--max-steps", "2")
+    assert code == 0, err
+    expected = f"warning: {checkpoint_path(run, 2)}: incomplete (no .metadata index); ignoring step-00000002, starting from step 0"
+    assert expected in err.splitlines()
+    assert verify_checkpoint(checkpoint_path(run, 2)) is None  # written again, whole

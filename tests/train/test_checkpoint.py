@@ -1,8 +1,11 @@
 """Checkpoints: sharded (DCP), atomic, complete or absent, the newest k kept, read without
-running pickled code; single-file checkpoints of earlier releases still read."""
+running pickled code, checked against their digests before use; single-file checkpoints of
+earlier releases still read."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import pickle
 from datetime import timedelta
@@ -12,6 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from damaged_checkpoints import flip_tensor_bytes, payloads, runs_under_plain_pickle
 from local_ports import free_port
 
 from infoxlm.train.checkpoint import (
@@ -23,10 +27,15 @@ from infoxlm.train.checkpoint import (
     list_checkpoints,
     load_checkpoint,
     refuse_non_finite,
+    resume_checkpoint,
     save_checkpoint,
+    verified_checkpoint,
+    verify_checkpoint,
 )
+from infoxlm.train.checkpoint_integrity import read_index
 from infoxlm.train.distributed import World
-from infoxlm.train.errors import TrainingError
+from infoxlm.train.errors import TrainingError, UnsafeCheckpoint
+
 
 def test_save_load_and_keep_last_k(tmp_path):
     for step in (10, 20, 30, 40):
@@ -171,3 +180,203 @@ def test_every_rank_stops_when_one_holds_a_non_finite_shard(tmp_path):
     mp.spawn(_check_a_part, args=(port, tmp_path), nprocs=2)
     assert (tmp_path / "rank1").read_text() == "step 3: layer.weight holds non-finite values (and 0 more tensors); not saved"
     assert (tmp_path / "rank0").read_text() == "step 3: another rank's part of the state holds non-finite values; not saved"
+
+
+# --- digests: what was written is what is read ------------------------------------------------
+
+
+def _digests(path: Path) -> dict:
+    return json.loads((path / "digests.json").read_text())
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_every_file_of_a_checkpoint_has_its_digest(tmp_path, asynchronous):
+    writer = CheckpointWriter(tmp_path, asynchronous=asynchronous)
+    writer.save(3, {"step": 3, "w": torch.arange(1000.0)})
+    writer.wait()
+    path = checkpoint_path(tmp_path, 3)
+    digests = _digests(path)
+    assert digests["algorithm"] == "sha256"
+    assert set(digests["files"]) == {p.name for p in path.iterdir()} - {"digests.json"} == {".metadata", "__0_0.distcp"}
+    for name, record in digests["files"].items():
+        data = (path / name).read_bytes()
+        assert record == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    assert verify_checkpoint(path) is None
+
+
+def test_flipped_bytes_in_a_shard_are_refused_naming_the_file(tmp_path):
+    path = save_checkpoint(tmp_path, 3, {"step": 3, "w": torch.arange(100_000.0)})
+    shard = flip_tensor_bytes(path)
+    # What the check stands between: DCP reads the flipped bytes without a word.
+    assert not torch.equal(load_checkpoint(path)["w"], torch.arange(100_000.0))
+    with pytest.raises(CheckpointCorrupt) as caught:
+        verify_checkpoint(path)
+    message = str(caught.value)
+    assert message.startswith(f"{shard}: damaged: its SHA-256 is not the one digests.json recorded") and "\n" not in message
+
+
+@pytest.mark.parametrize("with_digests", [True, False])
+def test_a_truncated_shard_says_truncated_naming_it(tmp_path, with_digests):
+    path = save_checkpoint(tmp_path, 3, {"step": 3, "w": torch.arange(1000.0)})
+    if not with_digests:
+        (path / "digests.json").unlink()
+    shard = path / "__0_0.distcp"
+    size = shard.stat().st_size
+    shard.write_bytes(shard.read_bytes()[: size // 2])
+    expected = f"digests.json recorded {size:,}" if with_digests else "the index .metadata places data up to byte"
+    with pytest.raises(CheckpointCorrupt) as caught:
+        verify_checkpoint(path)
+    assert str(caught.value).startswith(f"{shard}: truncated: {size // 2:,} bytes where {expected}")
+
+
+def test_a_checkpoint_written_without_digests_is_read_with_a_note(tmp_path):
+    path = save_checkpoint(tmp_path, 3, {"step": 3, "w": torch.ones(4)})
+    (path / "digests.json").unlink()
+    assert verify_checkpoint(path) == f"note: {path} has no digests.json (an earlier infoxlm wrote it): its files cannot be verified"
+
+
+def test_a_digest_list_that_leaves_the_directory_is_refused(tmp_path):
+    path = save_checkpoint(tmp_path, 3, {"step": 3})
+    digests = _digests(path)
+    digests["files"]["../../elsewhere"] = {"size": 1, "sha256": "0" * 64}
+    (path / "digests.json").write_text(json.dumps(digests))
+    with pytest.raises(CheckpointCorrupt, match=r"digests\.json: not a checkpoint's digest list"):
+        verify_checkpoint(path)
+
+
+def test_a_shard_the_digest_list_does_not_name_is_refused(tmp_path):
+    path = save_checkpoint(tmp_path, 3, {"step": 3})
+    digests = _digests(path)
+    del digests["files"]["__0_0.distcp"]
+    (path / "digests.json").write_text(json.dumps(digests))
+    with pytest.raises(CheckpointCorrupt, match=r"__0_0\.distcp: not listed in digests\.json"):
+        verify_checkpoint(path)
+
+
+# --- which checkpoint a run resumes from, which one an export reads ---------------------------
+
+
+def _three_checkpoints(tmp_path) -> list[Path]:
+    return [save_checkpoint(tmp_path, step, {"step": step, "w": torch.arange(50_000.0)}) for step in (2, 4, 6)]
+
+
+def test_a_resume_passes_over_damaged_checkpoints_saying_so(tmp_path, capsys):
+    old, middle, newest = _three_checkpoints(tmp_path)
+    flipped = flip_tensor_bytes(newest)
+    truncated = middle / "__0_0.distcp"
+    truncated.write_bytes(truncated.read_bytes()[:100])
+    assert resume_checkpoint(tmp_path) == old
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"warning: {flipped}: damaged: ") and lines[0].endswith("; ignoring step-00000006, resuming from step-00000002")
+    assert lines[1].startswith(f"warning: {truncated}: truncated: ") and lines[1].endswith("; ignoring step-00000004, resuming from step-00000002")
+
+
+def test_a_resume_refuses_when_every_checkpoint_is_damaged(tmp_path, capsys):
+    path = save_checkpoint(tmp_path, 2, {"step": 2, "w": torch.arange(50_000.0)})
+    shard = flip_tensor_bytes(path)
+    with pytest.raises(CheckpointCorrupt, match=rf"^{shard}: damaged: .*; no older checkpoint is intact \(move the damaged"):
+        resume_checkpoint(tmp_path)
+
+
+def test_a_resume_says_an_incomplete_checkpoint_is_ignored(tmp_path, capsys):
+    path = save_checkpoint(tmp_path, 2, {"step": 2})
+    (path / ".metadata").unlink()
+    assert resume_checkpoint(tmp_path) is None
+    assert capsys.readouterr().err == (
+        f"warning: {path}: incomplete (no .metadata index); ignoring step-00000002, starting from step 0\n"
+    )
+    newer = save_checkpoint(tmp_path, 4, {"step": 4})
+    (newer / ".metadata").unlink()
+    save_checkpoint(tmp_path, 3, {"step": 3})
+    assert resume_checkpoint(tmp_path) == checkpoint_path(tmp_path, 3)
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {newer}: incomplete (no .metadata index); ignoring step-00000004, resuming from step-00000003",
+        f"warning: {path}: incomplete (no .metadata index); ignoring step-00000002, resuming from step-00000003",
+    ]
+
+
+def test_an_export_refuses_a_damaged_checkpoint_naming_the_newest_intact_one(tmp_path):
+    old, middle, newest = _three_checkpoints(tmp_path)
+    flip_tensor_bytes(middle)
+    shard = flip_tensor_bytes(newest)
+    with pytest.raises(CheckpointCorrupt) as caught:
+        verified_checkpoint(newest)
+    assert str(caught.value).startswith(f"{shard}: damaged: ")
+    assert str(caught.value).endswith("; the newest intact checkpoint is step-00000002 (--step 2)")
+    assert verified_checkpoint(old) == old
+
+
+# --- an index that would run code -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gadget", sorted(payloads(Path("marker"))))
+def test_an_index_naming_code_is_refused_without_running_it(tmp_path, gadget):
+    marker = tmp_path / "ran"
+    payload = payloads(marker)[gadget]
+    assert runs_under_plain_pickle(payload, marker)  # the payload is live
+    old = save_checkpoint(tmp_path, 2, {"step": 2})
+    path = save_checkpoint(tmp_path, 5, {"step": 5})
+    (path / ".metadata").write_bytes(payload)
+    (path / "digests.json").unlink()  # what whoever made it would do; with it, the index's digest differs
+    for read in (load_checkpoint, read_index, verify_checkpoint, verified_checkpoint):
+        with pytest.raises(UnsafeCheckpoint, match=r"\.metadata: names .*; infoxlm refuses to load it, since unpickling it could run code"):
+            read(path)
+    # Never passed over for an older checkpoint: it was made, not damaged.
+    with pytest.raises(UnsafeCheckpoint):
+        resume_checkpoint(tmp_path)
+    assert not marker.exists() and old.is_dir()
+
+
+def test_the_index_of_a_changed_checkpoint_is_not_unpickled(tmp_path):
+    marker = tmp_path / "ran"
+    path = save_checkpoint(tmp_path, 5, {"step": 5})
+    (path / ".metadata").write_bytes(payloads(marker)["dotted name"])
+    with pytest.raises(CheckpointCorrupt, match=r"\.metadata: (damaged|truncated)"):
+        verify_checkpoint(path)
+    assert not marker.exists()
+
+
+# --- several processes ------------------------------------------------------------------------
+
+
+def _save_parts(rank: int, port: int, out: Path, asynchronous: bool) -> None:
+    """One of two gloo processes: each saves a part only it holds, then checks the checkpoint
+    (hashing its share of the files) after rank 1's part was damaged."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=timedelta(seconds=60))  # fmt: skip
+    try:
+        writer = CheckpointWriter(out, rank, distributed=True, asynchronous=asynchronous)
+        writer.save(3, {"step": 3, f"part{rank}": torch.full((50_000,), float(rank))})
+        writer.wait()
+        dist.barrier()
+        path = checkpoint_path(out, 3)
+        assert verify_checkpoint(path, World(rank=rank, size=2)) is None
+        if rank == 0:
+            flip_tensor_bytes_of(path, "__1_0.distcp")
+        dist.barrier()
+        try:
+            verify_checkpoint(path, World(rank=rank, size=2))
+            (out / f"rank{rank}").write_text("went on")
+        except CheckpointCorrupt as err:
+            (out / f"rank{rank}").write_text(str(err))
+    finally:
+        dist.destroy_process_group()
+
+
+def flip_tensor_bytes_of(path: Path, name: str) -> None:
+    shard = path / name
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_every_rank_records_its_files_and_both_find_a_damaged_one(tmp_path, asynchronous):
+    mp.spawn(_save_parts, args=(free_port(), tmp_path, asynchronous), nprocs=2)
+    path = checkpoint_path(tmp_path, 3)
+    assert set(_digests(path)["files"]) == {".metadata", "__0_0.distcp", "__1_0.distcp"}
+    assert {p.name for p in path.iterdir()} == {".metadata", "__0_0.distcp", "__1_0.distcp", "digests.json"}
+    expected = f"{path / '__1_0.distcp'}: damaged: its SHA-256 is not the one digests.json recorded when the checkpoint was written"
+    assert (tmp_path / "rank0").read_text() == (tmp_path / "rank1").read_text() == expected

@@ -14,10 +14,12 @@ a save leaves a ``.tmp-*`` directory that the next save removes. Older checkpoin
 last ``keep`` are deleted only after the new one is in place. With ``asynchronous`` the state
 is copied to host memory and written by a background thread while training goes on.
 
-Nothing read here runs pickled code: DCP's index is a pickle, read with an unpickler that
-only builds DCP's own metadata classes, and its non-tensor items are read with
-``torch.load(weights_only=True)``. Single-file ``state.pt`` checkpoints (earlier infoxlm
-releases) are still listed, resumed and exported (``weights_only=True`` as well).
+Trusted once checked (checkpoint_integrity.py): each checkpoint holds ``digests.json``, the
+SHA-256 of every file, and a resume or export first compares the files with it. A resume
+skips a damaged checkpoint for the newest intact one and says so; an export refuses it. Nothing
+read here runs pickled code: DCP's index is unpickled with named classes only, its non-tensor
+items with ``torch.load(weights_only=True)``. Single-file ``state.pt`` checkpoints (earlier
+infoxlm releases) are still listed, resumed and exported (``weights_only=True`` as well).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import os
 import pickle
 import re
 import shutil
+import sys
 import warnings
 from collections.abc import Iterable
 from datetime import timedelta
@@ -42,18 +45,14 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, _Em
 from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 from torch.distributed.tensor import DTensor
 
-from ..errors import InfoXLMError
+from .checkpoint_integrity import DIGESTS, INDEX, DigestingWriter, first_line, read_index, verify_files
 from .distributed import World, all_reduce_max
-from .errors import TrainingError
+from .errors import CheckpointCorrupt, TrainingError, UnsafeCheckpoint
 
 CHECKPOINT_DIR = "checkpoints"
 STATE_FILE = "state.pt"  # a single-file checkpoint of an earlier release
-SHARDED_INDEX = ".metadata"  # DCP's index, written last: its presence marks a complete save
+SHARDED_INDEX = INDEX  # DCP's index, written last: its presence marks a complete save
 _STEP_DIR = re.compile(r"^step-(\d{8})$")
-
-
-class CheckpointCorrupt(InfoXLMError):
-    """A checkpoint file that cannot be read."""
 
 
 def checkpoint_path(run_dir: Path, step: int) -> Path:
@@ -81,6 +80,99 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 def latest_checkpoint(run_dir: Path) -> Path | None:
     found = list_checkpoints(run_dir)
     return found[-1][1] if found else None
+
+
+def incomplete_checkpoints(run_dir: Path) -> list[Path]:
+    """``step-*`` directories with neither an index nor a state file. No save leaves one (it
+    renames its directory into place complete); a lost file or a partial copy does."""
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    if not folder.is_dir():
+        return []
+    complete = {directory for _, directory in list_checkpoints(run_dir)}
+    return sorted(e for e in folder.iterdir() if _STEP_DIR.match(e.name) and e.is_dir() and e not in complete)
+
+
+# --- checking before reading -----------------------------------------------------------------
+
+
+def verify_checkpoint(directory: Path, world: World | None = None) -> str | None:
+    """Check a checkpoint's files before anything in it is used (checkpoint_integrity.py).
+
+    Raises CheckpointCorrupt naming the damaged file (UnsafeCheckpoint: an index that names
+    code); returns a note where the files cannot be verified (no digests: an earlier release's).
+    ``world``: every rank calls this and hashes a share of the files."""
+    directory = Path(directory)
+    if is_sharded_checkpoint(directory):
+        if verify_files(directory, world):
+            return None
+        return f"note: {directory} has no {DIGESTS} (an earlier infoxlm wrote it): its files cannot be verified"
+    if (directory / STATE_FILE).is_file():
+        return f"note: {directory} is a single-file checkpoint of an earlier release, without digests: it cannot be verified"
+    raise CheckpointCorrupt(f"{directory}: incomplete (no {SHARDED_INDEX} index)")
+
+
+def resume_checkpoint(run_dir: Path, world: World | None = None) -> Path | None:
+    """The checkpoint a run resumes from: the newest one that is intact, or None.
+
+    Says on stderr (main rank) which ``step-*`` directories it passes over and why. Refuses
+    (CheckpointCorrupt) when every checkpoint is damaged rather than start again from step 0
+    over them, and refuses a checkpoint made to run code (UnsafeCheckpoint) wherever it is met."""
+    passed = [(d, f"{d}: incomplete (no {SHARDED_INDEX} index)") for d in incomplete_checkpoints(run_dir)]
+    chosen, note, damaged = None, None, []
+    for _, directory in reversed(list_checkpoints(run_dir)):
+        try:
+            note = verify_checkpoint(directory, world)
+        except UnsafeCheckpoint:
+            raise
+        except CheckpointCorrupt as err:
+            damaged.append((directory, str(err)))
+            continue
+        chosen = directory
+        break
+    if damaged and chosen is None:
+        raise CheckpointCorrupt(
+            f"{damaged[0][1]}; no older checkpoint is intact (move the damaged ones out of {Path(run_dir) / CHECKPOINT_DIR} "
+            "to start the run again from step 0)"
+        )
+    then = f"resuming from {chosen.name}" if chosen is not None else "starting from step 0"
+    for directory, reason in sorted(passed + damaged, reverse=True):
+        _say(f"warning: {reason}; ignoring {directory.name}, {then}", world)
+    if note is not None:
+        _say(note, world)
+    return chosen
+
+
+def verified_checkpoint(directory: Path) -> Path:
+    """``directory`` once its files are checked, for reading it whole in one process (export).
+    A damaged one is refused naming the file, and the newest older checkpoint that is intact."""
+    directory = Path(directory)
+    try:
+        note = verify_checkpoint(directory)
+    except UnsafeCheckpoint:
+        raise
+    except CheckpointCorrupt as err:
+        raise CheckpointCorrupt(f"{err}; {_intact_before(directory)}") from None
+    if note is not None:
+        _say(note)
+    return directory
+
+
+def _intact_before(directory: Path) -> str:
+    """The newest checkpoint older than ``directory`` that is intact, in words."""
+    for step, older in reversed(list_checkpoints(directory.parent.parent)):
+        if older.name >= directory.name:
+            continue
+        try:
+            verify_checkpoint(older)
+        except CheckpointCorrupt:
+            continue
+        return f"the newest intact checkpoint is {older.name} (--step {step})"
+    return "no older checkpoint is intact"
+
+
+def _say(text: str, world: World | None = None) -> None:
+    if world is None or world.is_main:
+        print(text, file=sys.stderr, flush=True)
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -117,7 +209,7 @@ class CheckpointWriter:
             tmp.mkdir()
         if self.distributed:
             dist.barrier()  # the directory exists before any rank writes into it
-        writer = dcp.FileSystemWriter(tmp, sync_files=True)
+        writer = DigestingWriter(tmp, sync_files=True)  # DCP's writer, plus digests.json
         if not self.asynchronous:
             with _single_process_quiet():
                 dcp.save(state, storage_writer=writer, no_dist=not self.distributed)
@@ -145,7 +237,7 @@ class CheckpointWriter:
             future.result()
         except Exception as err:
             raise TrainingError(
-                f"{self.run_dir}: the background save of {final.name} failed ({type(err).__name__}: {_first_line(err)}); "
+                f"{self.run_dir}: the background save of {final.name} failed ({type(err).__name__}: {first_line(err)}); "
                 f"{last_good_checkpoint(self.run_dir)}"
             ) from None
         # Rank 0's save returns once its index is written, after every rank reported its part.
@@ -201,8 +293,8 @@ def _read_dcp(directory: Path, read) -> None:
     except (Exception, CheckpointException) as err:  # the latter is not an Exception
         cause = _rank_failure(err)
         if isinstance(cause, CheckpointCorrupt):
-            raise CheckpointCorrupt(f"{directory}: {cause}") from None
-        raise CheckpointCorrupt(f"{directory}: cannot read checkpoint ({type(cause).__name__}: {_first_line(cause)})") from None
+            raise type(cause)(f"{directory}: {cause}") from None
+        raise CheckpointCorrupt(f"{directory}: cannot read checkpoint ({type(cause).__name__}: {first_line(cause)})") from None
 
 
 @contextlib.contextmanager
@@ -228,7 +320,7 @@ def _load_single_file(path: Path, map_location) -> dict[str, Any]:
     except pickle.UnpicklingError as err:
         raise _refusal(err, str(path)) from None
     except Exception as err:  # a damaged file can fail in many ways; all mean the same here
-        raise CheckpointCorrupt(f"{path}: cannot read checkpoint ({type(err).__name__}: {_first_line(err)})") from None
+        raise CheckpointCorrupt(f"{path}: cannot read checkpoint ({type(err).__name__}: {first_line(err)})") from None
 
 
 def _to_device(node: Any, device: torch.device) -> Any:
@@ -241,48 +333,9 @@ def _to_device(node: Any, device: torch.device) -> Any:
     return node
 
 
-class _MetadataUnpickler(pickle.Unpickler):
-    """Builds DCP's index classes (and the torch and pathlib values they hold), nothing else."""
-
-    _MODULES = {"torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem"}
-    _ALLOWED = {
-        ("torch", "Size"),
-        ("torch.serialization", "_get_layout"),
-        ("pathlib", "PosixPath"),
-        ("pathlib", "WindowsPath"),
-        ("pathlib", "PurePosixPath"),
-        ("pathlib", "PureWindowsPath"),
-        ("collections", "OrderedDict"),
-        ("builtins", "set"),
-        ("builtins", "frozenset"),
-        ("builtins", "slice"),
-        ("copyreg", "_reconstructor"),
-        ("builtins", "object"),
-    }
-
-    def find_class(self, module: str, name: str):
-        if module in self._MODULES or (module, name) in self._ALLOWED:
-            return super().find_class(module, name)
-        if module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.layout, torch.memory_format)):
-            return getattr(torch, name)
-        raise CheckpointCorrupt(
-            f"index names {module}.{name}, which is not part of a checkpoint index; infoxlm refuses to "
-            "load it, since unpickling it could run code from the file"
-        )
-
-
 class _SafeFileSystemReader(dcp.FileSystemReader):
     def read_metadata(self, *args: Any, **kwargs: Any):
-        path = Path(self.path) / SHARDED_INDEX
-        try:
-            with open(path, "rb") as f:
-                metadata = _MetadataUnpickler(f).load()
-        except CheckpointCorrupt as err:
-            raise CheckpointCorrupt(f"{path}: {err}") from None
-        except Exception as err:
-            raise CheckpointCorrupt(f"{path}: cannot read checkpoint index ({type(err).__name__}: {_first_line(err)})") from None
-        if not isinstance(metadata, dcp.Metadata):
-            raise CheckpointCorrupt(f"{path}: not a checkpoint index (holds a {type(metadata).__name__})")
+        metadata = read_index(Path(self.path))
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = dcp.metadata.StorageMeta()
         metadata.storage_meta.load_id = self.load_id
@@ -303,12 +356,12 @@ def _refusal(err: pickle.UnpicklingError, what: str) -> CheckpointCorrupt:
     text = str(err)
     named = re.search(r"GLOBAL ([\w.]+)", text)
     if named:
-        return CheckpointCorrupt(
+        return UnsafeCheckpoint(
             f"{what}: holds pickled Python objects besides tensors, numbers and strings ({named.group(1)}); "
             "infoxlm refuses to load it, since unpickling them could run code from the file "
             "(an infoxlm checkpoint never holds any)"
         )
-    detail = _first_line(text.split("WeightsUnpickler error:", 1)[-1])
+    detail = first_line(text.split("WeightsUnpickler error:", 1)[-1])
     return CheckpointCorrupt(f"{what}: cannot read checkpoint (damaged or not a checkpoint: {detail})")
 
 
@@ -325,11 +378,6 @@ class _SafeLoadPlanner(DefaultLoadPlanner):
 
 class _SafeEmptyLoadPlanner(_EmptyStateDictLoadPlanner, _SafeLoadPlanner):
     """Builds the state from the index (every tensor allocated whole), non-tensors read safely."""
-
-
-def _first_line(err: Exception | str) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else "no detail"
 
 
 def _fsync_directory(path: Path) -> None:

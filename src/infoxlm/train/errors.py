@@ -1,11 +1,21 @@
-"""The training layer's error: a run that cannot start or continue, said in one line."""
+"""The training layer's errors: a run that cannot start or continue, or a checkpoint that
+cannot be trusted, said in one line."""
 
 from __future__ import annotations
 
 from ..errors import InfoXLMError
 
-__all__ = ["TrainingError"]
+__all__ = ["CheckpointCorrupt", "TrainingError", "UnsafeCheckpoint"]
 
 
 class TrainingError(InfoXLMError):
     """A run that cannot start or continue (config clash, non-finite loss, …)."""
+
+
+class CheckpointCorrupt(InfoXLMError):
+    """A checkpoint file that cannot be read, or whose content is not what was written."""
+
+
+class UnsafeCheckpoint(CheckpointCorrupt):
+    """A checkpoint file that names code to run when it is unpickled: refused, never skipped
+    for an older checkpoint, since it was made, not damaged."""

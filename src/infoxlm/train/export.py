@@ -21,7 +21,7 @@ from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
 from ..model.hub import record_contrast_layer
 from ..tokenizer import Tokenizer
-from .checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints, load_checkpoint, refuse_non_finite
+from .checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints, load_checkpoint, refuse_non_finite, verified_checkpoint
 from .errors import TrainingError
 
 __all__ = ["export", "write_run_encoder"]
@@ -62,7 +62,7 @@ def export(run_dir: str | Path, output: str | Path, step: int | None = None) -> 
         if not found.is_dir():
             steps = [s for s, _ in list_checkpoints(run_dir)]
             raise TrainingError(f"{run_dir}: no checkpoint of step {step}; available: {steps}")
-    state = load_checkpoint(found)
+    state = load_checkpoint(verified_checkpoint(found))  # its files match their digests
     refuse_non_finite(state["model"], str(found), "refusing to export a diverged model: pick an earlier checkpoint with --step")
     config = EncoderConfig(**json.loads(state["encoder_config"]))
     layer = json.loads(state["config"])["contrast"]["layer"]

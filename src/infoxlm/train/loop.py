@@ -41,10 +41,10 @@ from .checkpoint import (
     checkpoint_path,
     is_sharded_checkpoint,
     last_good_checkpoint,
-    latest_checkpoint,
     load_checkpoint,
     load_sharded_into,
     refuse_non_finite,
+    resume_checkpoint,
 )
 from .config import EXECUTION_FIELDS, TrainConfig, resolve_config
 from .distributed import (
@@ -55,7 +55,7 @@ from .distributed import (
     is_collective_timeout,
     shutdown,
 )
-from .errors import TrainingError
+from .errors import CheckpointCorrupt, TrainingError
 from .export import export, write_run_encoder
 from .joint_step import NO_PHASES, StepPhases, build_joint_step, computes_in_bf16, even_out
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
@@ -96,7 +96,7 @@ class Trainer:
         self.progress = progress and self.world.is_main
         self.store = TokenStore.open(data)
         self.store_identity = store_identity(self.store)
-        found = latest_checkpoint(self.run_dir)
+        found = resume_checkpoint(self.run_dir, self.world)  # the newest intact one, saying what it passes over
         self.resume_from = found
         # A sharded checkpoint's numbers and configs now, its tensors once the model is built;
         # a single-file one (an earlier release's) whole.
@@ -298,6 +298,8 @@ class Trainer:
             else:
                 self._load_single_file(state, checkpoint)
             self.scheduler.load_state_dict(state["scheduler"])
+        except CheckpointCorrupt:
+            raise  # names the damaged file: not a matter of the config
         except (RuntimeError, KeyError, ValueError, TypeError) as err:  # a checkpoint the checks above did not foresee
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise TrainingError(f"{self.run_dir}: {checkpoint.name} does not fit the model of this config ({first})") from None

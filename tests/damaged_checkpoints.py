@@ -1,0 +1,69 @@
+"""What a hostile or damaged checkpoint holds, for the tests: index files that run a command
+when unpickled, and bytes flipped inside a tensor's data."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+from pathlib import Path
+
+from infoxlm.train.checkpoint_integrity import read_index
+
+
+def _text(s: str) -> bytes:
+    data = s.encode()
+    return b"\x8c" + bytes([len(data)]) + data  # SHORT_BINUNICODE (every string here is < 256 bytes)
+
+
+def _global(module: str, name: str) -> bytes:
+    return _text(module) + _text(name) + b"\x93"  # STACK_GLOBAL: protocol 4 resolves a dotted name
+
+
+def _call(func: bytes, *args: bytes) -> bytes:
+    return func + b"(" + b"".join(args) + b"tR"  # MARK args TUPLE REDUCE: func(*args)
+
+
+def payloads(marker: Path) -> dict[str, bytes]:
+    """Protocol-4 pickles, each of which touches ``marker`` when unpickled with plain pickle."""
+    command = f"touch {marker}"
+    bodies = {
+        # The reported one: a dotted name through a module an index's classes live in.
+        "dotted name": _call(_global("torch.distributed.checkpoint.filesystem", "os.system"), _text(command)),
+        "dotted name via pathlib": _call(_global("pathlib", "os.system"), _text(command)),
+        "builtins.eval": _call(_global("builtins", "eval"), _text(f"__import__('os').system({command!r})")),
+        "builtins.getattr": _call(
+            _call(_global("builtins", "getattr"), _call(_global("builtins", "__import__"), _text("os")), _text("system")),
+            _text(command),
+        ),
+        # copyreg._reconstructor(cls, base, state) calls base.__init__(obj, state): Popen(["touch", …]).
+        "copyreg._reconstructor": _call(
+            _global("copyreg", "_reconstructor"), _global("subprocess", "Popen"), _global("subprocess", "Popen"),
+            b"](" + _text("touch") + _text(str(marker)) + b"e",  # EMPTY_LIST MARK … APPENDS
+        ),  # fmt: skip
+        "functools.partial": _call(_global("functools", "partial"), _global("os", "system"), _text(command)) + b")R",
+    }
+    return {name: b"\x80\x04" + body + b"." for name, body in bodies.items()}
+
+
+def runs_under_plain_pickle(payload: bytes, marker: Path) -> bool:
+    """Whether unpickling ``payload`` with plain pickle touches ``marker`` (it is removed again):
+    proof that a payload a test feeds infoxlm is live."""
+    result = pickle.loads(payload)
+    if isinstance(result, subprocess.Popen):
+        result.wait()
+    ran = marker.exists()
+    marker.unlink(missing_ok=True)
+    return ran
+
+
+def flip_tensor_bytes(checkpoint: Path) -> Path:
+    """Invert 8 bytes in the middle of the largest item of a sharded checkpoint (tensor data,
+    not its framing); returns the shard file."""
+    storage = read_index(checkpoint).storage_data
+    where = max(storage.values(), key=lambda info: info.length)
+    path = checkpoint / where.relative_path
+    data = bytearray(path.read_bytes())
+    middle = where.offset + where.length // 2
+    data[middle : middle + 8] = bytes(b ^ 0xFF for b in data[middle : middle + 8])
+    path.write_bytes(data)
+    return path
