@@ -62,6 +62,7 @@ from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .flops import ModelShape, mfu, peak_bf16_flops, step_data_flops
 from .optim import linear_warmup_decay
 from .parallelism import is_sharded, whole_state
+from .run_lock import RunLock
 from .stopping import StopRequest
 from .token_budget import resolve_max_tokens
 from .store_identity import TOKENIZER_FILES, corpus_changes, store_identity, tokenizer_change, tokenizer_file_fingerprints
@@ -91,6 +92,15 @@ class Trainer:
         # New, empty, or a run to resume; never the store it reads.
         check_output_dir(self.run_dir, flag=None, sources=[("token store", data)], written_by_us=is_run_directory)
         self.world: World = init_world(config.run.device, config.run.collective_timeout_s)
+        # One command at a time in RUN: locked before anything in it is read or written.
+        self.run_lock = RunLock.acquire(self.run_dir, self.world)
+        try:
+            self._start(config, data, allow_config_change, allow_data_change, progress)
+        except BaseException:
+            self.run_lock.release(started=False)  # a command that cannot start leaves RUN as it was
+            raise
+
+    def _start(self, config: TrainConfig, data: str | Path, allow_config_change: bool, allow_data_change: bool, progress: bool) -> None:
         # The seed of the data, and what is left to the device (compiling on a GPU).
         self.config = resolve_config(self.config, self.world.device)
         self.progress = progress and self.world.is_main
@@ -135,6 +145,11 @@ class Trainer:
         if resume_state is not None:
             self._resume(resume_state, found)
         self._write_run_directory()  # only now: a run that cannot start leaves nothing changed
+
+    def close(self) -> None:
+        """Leave the process group and the run directory to the next command."""
+        shutdown(self.world)
+        self.run_lock.release()
 
     # --- set-up ---------------------------------------------------------------------------
 
@@ -680,7 +695,7 @@ def _pretrain(
         # checkpoint) may still be using it, and every rank returns with the run complete.
         barrier(trainer.world)
     finally:
-        shutdown(trainer.world)
+        trainer.close()
     return trainer.run_dir
 
 

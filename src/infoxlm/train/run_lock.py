@@ -1,0 +1,101 @@
+"""One command at a time in a run directory: ``RUN/.lock``.
+
+``infoxlm pretrain`` locks ``RUN/.lock`` (file_lock.py: an OS lock, released with its process
+however that ends, so never stale) before it reads the run's checkpoint or writes anything,
+and holds it until it ends. A second command on the same RUN finds it held and stops with one
+line naming the holder, having changed nothing in RUN (without the lock it would rewrite
+``config.json`` and add its steps to ``metrics.jsonl`` beside the first run's, then crash on
+the first run's checkpoint).
+
+In a run of several processes global rank 0 alone takes the lock: the run directory is one
+directory on a file system shared by every node (a lock per node would make the nodes refuse
+each other), and the other ranks write only their checkpoint shards into it. Rank 0
+broadcasts the outcome, so every rank stops with the same line, or none does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+from pathlib import Path
+
+import torch.distributed as dist
+
+from ..data.created_paths import CreatedPaths
+from ..file_lock import LockHeld, exclusive_lock
+from .distributed import World
+from .errors import TrainingError
+
+__all__ = ["LOCK_FILE", "RunLock"]
+
+LOCK_FILE = ".lock"  # RUN/.lock: its holder (or last holder) records its process id and host
+# What a file system that keeps no locks answers (Lustre mounted without -o flock, NFS without a lock manager).
+LOCKS_UNSUPPORTED = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
+
+
+class RunLock:
+    """The hold of one command (its global rank 0) on a run directory, until ``release``."""
+
+    def __init__(self, run_dir: Path, held: contextlib.ExitStack, created: CreatedPaths):
+        self.run_dir, self._held, self._created = run_dir, held, created
+
+    @classmethod
+    def acquire(cls, run_dir: str | Path, world: World) -> "RunLock":
+        """Lock ``run_dir`` (made if missing) on rank 0; on every rank, raise TrainingError in
+        one line if another process holds it."""
+        run_dir = Path(run_dir)
+        created, held, refusal = CreatedPaths(run_dir), contextlib.ExitStack(), None
+        if world.is_main:
+            try:
+                created.mkdir(run_dir)
+                refusal = _lock(run_dir, held, created)
+            except OSError as err:  # no permission, no space: the other ranks must hear of it too
+                created.undo()
+                if not world.distributed:
+                    raise
+                refusal = f"{err.filename or run_dir}: cannot lock the run directory ({err.strerror or err})"
+            except BaseException:  # Ctrl-C
+                created.undo()
+                raise
+        if world.distributed:  # every rank learns rank 0's outcome: None, or its one line
+            carried = [refusal]
+            dist.broadcast_object_list(carried, src=0)
+            refusal = carried[0]
+        if refusal is not None:
+            created.undo()
+            raise TrainingError(refusal)
+        return cls(run_dir, held, created)
+
+    def release(self, started: bool = True) -> None:
+        """Give the directory up. ``started=False`` (the command could not start): also remove
+        the lock file and the directories made for it, if it made them, so that it leaves
+        nothing behind."""
+        if not started:
+            self._created.undo()  # while still held
+        self._held.close()
+
+
+def _lock(run_dir: Path, held: contextlib.ExitStack, created: CreatedPaths) -> str | None:
+    """Take RUN/.lock into ``held``: None, or why not in one line."""
+    path = run_dir / LOCK_FILE
+    if not path.exists():
+        created.tree(path)
+    try:
+        held.enter_context(exclusive_lock(path, wait=False))
+    except LockHeld as err:
+        return (
+            f"{run_dir}: another infoxlm pretrain is running in it ({err.holder.describe()}, holding {path}); "
+            "wait for it to end, or use another --output"
+        )
+    except OSError as err:
+        if err.errno not in LOCKS_UNSUPPORTED:
+            raise
+        print(
+            f"infoxlm: warning: {path}: this file system keeps no locks ({os.strerror(err.errno)}); "
+            f"nothing keeps a second pretrain out of {run_dir} while this one runs",
+            file=sys.stderr,
+            flush=True,
+        )
+    return None
