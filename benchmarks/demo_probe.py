@@ -27,6 +27,7 @@ from infoxlm.model.encoder import Encoder
 from infoxlm.tokenizer import Tokenizer
 from infoxlm.train.export import export
 from infoxlm.train.loop import pretrain
+from infoxlm.train.stopping import RunStopped
 
 ROOT = Path("out/demo-probe")
 
@@ -51,7 +52,10 @@ def main() -> None:
     budget = [f"optim.max_steps={args.steps}", f"run.save_every={args.steps}"]
     config = train_config(settings, 0, [*budget, *args.overrides])
     started = time.perf_counter()
-    run = pretrain(config, store, out / "run", progress=False)
+    try:
+        run = pretrain(config, store, out / "run", progress=False)
+    except RunStopped as stopped:  # SIGTERM / SIGUSR1: no score for a partly trained model
+        raise SystemExit(f"{stopped}; the probe is not scored")
     seconds = time.perf_counter() - started
     model_dir = export(run, out / "hf")
 

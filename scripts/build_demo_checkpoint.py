@@ -41,6 +41,7 @@ from infoxlm.model.hub import WEIGHTS_NAME, record_contrast_layer
 from infoxlm.train.config import apply_overrides, preset
 from infoxlm.train.export import export
 from infoxlm.train.loop import pretrain
+from infoxlm.train.stopping import RunStopped
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         overrides += [f"optim.max_steps={args.steps}", f"run.save_every={args.steps}"]
     apply_overrides(config, overrides)
     name = "-".join([f"seed{args.seed}", f"steps{config.optim.max_steps}", *args.overrides]).replace("/", "_")
-    run = pretrain(config, store, args.work / f"run-{name}")  # returns at once when the run is finished
+    try:
+        run = pretrain(config, store, args.work / f"run-{name}")  # returns at once when the run is finished
+    except RunStopped as stopped:  # SIGTERM / SIGUSR1: its checkpoint is written; nothing is exported
+        print(f"{stopped}; the same command continues it", file=sys.stderr)
+        return 0
 
     if args.output.exists():
         shutil.rmtree(args.output)

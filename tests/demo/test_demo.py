@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
 from infoxlm.demo.run import FULL, MODELS, QUICK, DemoError, run_demo, train_config
+from infoxlm.train.checkpoint import list_checkpoints
+
+QUICK_STEPS = train_config(QUICK, 0, []).optim.max_steps
 
 pytestmark = pytest.mark.slow  # end-to-end runs and subprocesses
 
@@ -85,6 +92,38 @@ def test_rerun_reuses_the_work_and_gives_the_same_table(demo):
     assert json.dumps(again["summary"], sort_keys=True) == json.dumps(
         json.loads(json.dumps(results["summary"])), sort_keys=True
     )
+
+
+def _scores(results: dict) -> dict:
+    """What results.json measured (not where it was written nor how long it took)."""
+    models = {name: {k: v for k, v in m.items() if k not in ("path", "run")} for name, m in results["models"].items()}
+    return json.loads(json.dumps({k: results[k] for k in ("settings", "recipe", "summary")} | {"models": models}))
+
+
+def test_a_stop_signal_ends_the_demo_and_the_same_command_finishes_it_as_if_never_stopped(demo, tmp_path):
+    """SIGTERM during the first pre-training run: that run keeps its checkpoint and the demo
+    ends there (no second model, no results); the same command then gives the results of a
+    demo never stopped."""
+    out = tmp_path / "demo"
+    command = [sys.executable, "-m", "infoxlm", "demo", "--quick", "--output", str(out), "--no-progress"]
+    first_run = out / "work" / "runs" / "infoxlm"
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not (first_run / "config.json").is_file():
+        time.sleep(0.02)  # written once the run is set up, just before its first step
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert "(SIGTERM received)" in err.decode()
+    steps = [step for step, _ in list_checkpoints(first_run)]
+    assert len(steps) == 1 and steps[0] < QUICK_STEPS
+    assert not (out / "work" / "runs" / "no-xlco").exists() and not (out / "infoxlm").exists()
+    assert not (out / "results.json").exists()
+
+    again = subprocess.run(command, capture_output=True, timeout=600)
+    assert again.returncode == 0, again.stderr.decode()[-2000:]
+    finished = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert _scores(finished) == _scores(demo[1])
 
 
 def test_other_seed_in_the_same_directory_is_refused(demo):

@@ -23,6 +23,7 @@ from infoxlm.train.config import apply_overrides, preset
 from infoxlm.train.export import export
 from infoxlm.train.loop import Trainer, pretrain
 from infoxlm.train.parallelism import clip_gradients, fill_missing_gradients
+from infoxlm.train.stopping import RunStopped
 
 from test_loop import losses, structured_store
 
@@ -203,7 +204,8 @@ def _rewrite_as_single_file(run: Path, store: Path, cfg) -> None:
 def test_a_single_file_checkpoint_of_an_earlier_release_continues(store, tmp_path):
     cfg = lambda steps: apply_overrides(preset("test"), [f"optim.max_steps={steps}", "run.save_every=4"])  # noqa: E731
     _quiet(pretrain, cfg(8), store, tmp_path / "straight", progress=False)
-    _quiet(pretrain, cfg(8), store, tmp_path / "old", progress=False, stop_at=4)
+    with pytest.raises(RunStopped):
+        _quiet(pretrain, cfg(8), store, tmp_path / "old", progress=False, stop_at=4)
     _rewrite_as_single_file(tmp_path / "old", store, cfg(8))
     _quiet(pretrain, cfg(8), store, tmp_path / "old", progress=False)
     assert (checkpoint_path(tmp_path / "old", 8) / ".metadata").is_file()  # its next one is sharded

@@ -17,13 +17,15 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 from local_ports import free_port
 from test_loop import structured_store
+from test_run_lock import snapshot
 
+from infoxlm.cli import main
 from infoxlm.train.checkpoint import latest_checkpoint, list_checkpoints
 from infoxlm.train.config import apply_overrides, preset
 from infoxlm.train.distributed import World
 from infoxlm.train.export import export
 from infoxlm.train.loop import pretrain
-from infoxlm.train.stopping import StopRequest
+from infoxlm.train.stopping import RunStopped, StopRequest
 
 OVERRIDES = ["optim.max_steps=8", "run.save_every=5", "model.dropout=0.1"]
 
@@ -37,7 +39,9 @@ def test_stop_at_leaves_a_checkpoint_and_the_same_call_continues_exactly(store, 
     cfg = lambda: apply_overrides(preset("test"), OVERRIDES)  # noqa: E731
     with contextlib.redirect_stdout(io.StringIO()):
         pretrain(cfg(), store, tmp_path / "straight", progress=False)
-        pretrain(cfg(), store, tmp_path / "stopped", progress=False, stop_at=3)
+        with pytest.raises(RunStopped) as stopped:  # a stopped run is never returned as a finished one
+            pretrain(cfg(), store, tmp_path / "stopped", progress=False, stop_at=3)
+        assert (stopped.value.step, stopped.value.max_steps, stopped.value.reason) == (3, 8, "--stop-at 3 reached")
         assert [step for step, _ in list_checkpoints(tmp_path / "stopped")] == [3]  # not a save_every step
         assert "stopped after step 3 of 8 (--stop-at 3 reached)" in capsys.readouterr().err
         pretrain(cfg(), store, tmp_path / "stopped", progress=False)  # the same call, no --stop-at
@@ -45,6 +49,26 @@ def test_stop_at_leaves_a_checkpoint_and_the_same_call_continues_exactly(store, 
     a = load_file(export(tmp_path / "straight", tmp_path / "a") / "model.safetensors")
     b = load_file(export(tmp_path / "stopped", tmp_path / "b") / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_stop_at_the_run_has_reached_does_nothing(store, tmp_path, capsys):
+    """A job re-submitted with its --stop-at must not advance the run a step each time."""
+    run = tmp_path / "run"
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(RunStopped):
+        pretrain(apply_overrides(preset("test"), OVERRIDES), store, run, progress=False, stop_at=4)
+    capsys.readouterr()
+    before = snapshot(run)
+    argv = ["pretrain", "--preset", "test", "--data", str(store), "--output", str(run), "--no-progress"]
+    argv += [a for o in OVERRIDES for a in ("--set", o)]
+    for stop_at in ("4", "2"):
+        assert main([*argv, "--stop-at", stop_at]) == 0
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines == [
+            f"{run}: already at step 4, at or past --stop-at {stop_at}: nothing to do (step 4 of 8); "
+            "the same command without --stop-at continues the run"
+        ]
+        assert snapshot(run) == before
+    assert [step for step, _ in list_checkpoints(run)] == [4]
 
 
 def test_a_stop_signal_is_remembered_until_the_step_boundary_and_handlers_are_restored():

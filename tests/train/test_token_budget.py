@@ -23,6 +23,7 @@ from infoxlm.train.distributed import World
 from infoxlm.train.joint_model import JointModel
 from infoxlm.train.joint_step import aligned_micro_batch
 from infoxlm.train.loop import pretrain
+from infoxlm.train.stopping import RunStopped
 from infoxlm.train.token_budget import (
     CPU_MAX_TOKENS,
     GIB,
@@ -199,7 +200,8 @@ def test_the_budget_is_an_execution_choice_a_run_records_and_may_change_when_res
     run = tmp_path / "run"
     unset = apply_overrides(preset("test"), ["data.max_tokens=null", "optim.max_steps=4", "run.save_every=2"])
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        pretrain(unset, store, run, progress=False, stop_at=2)
+        with pytest.raises(RunStopped):
+            pretrain(unset, store, run, progress=False, stop_at=2)
         assert json.loads((run / "config.json").read_text())["data"]["max_tokens"] == CPU_MAX_TOKENS
         pretrain(apply_overrides(unset, ["data.max_tokens=512"]), store, run, progress=False)  # no --allow-config-change
     assert json.loads((run / "config.json").read_text())["data"]["max_tokens"] == 512

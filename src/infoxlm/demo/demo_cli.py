@@ -19,7 +19,8 @@ def add_demo_command(commands: argparse._SubParsersAction) -> None:
             "zero-shot cross-lingual transfer of an English-trained classifier. Prints a table and "
             "writes DIR/results.json, DIR/results.md, DIR/*.png, DIR/infoxlm/ and DIR/no-xlco/. "
             "About 12 minutes on two CPU cores; --quick takes under two minutes and only checks the "
-            "pipeline. Re-running into the same DIR reuses the vocabulary, store and finished runs.\n\n"
+            "pipeline. Re-running into the same DIR reuses the vocabulary, store and finished runs; SIGTERM "
+            "ends the demo after the pre-training step in progress (exit 0), and re-running continues it.\n\n"
             "--setting paper runs the paper's main setting instead: it continues the small pre-trained "
             "masked LM shipped with infoxlm (XLM-R's stand-in) with the paper's recipe scaled to two CPU "
             "cores (the contrast changed where the paper's does not work at this scale: see BENCHMARKS.md, "
@@ -67,6 +68,13 @@ def run_demo_command(args: argparse.Namespace) -> int:
     check_output_dir(args.output, flag=None, written_by_us=lambda d: (d / "work" / "demo_settings.json").is_file())
     from .settings import FULL, PAPER, PAPER_QUICK, QUICK
 
+    from ..train.stopping import RunStopped
+
     settings = {("default", False): FULL, ("default", True): QUICK, ("paper", False): PAPER, ("paper", True): PAPER_QUICK}
-    run_demo(args.output, seed=args.seed, settings=settings[args.setting, args.quick], progress=not args.no_progress)
+    try:
+        run_demo(args.output, seed=args.seed, settings=settings[args.setting, args.quick], progress=not args.no_progress)
+    except RunStopped as stopped:
+        # SIGTERM / SIGUSR1 during a pre-training run: that run has its checkpoint; the demo
+        # ends here (no further model, no results) and the same command continues it.
+        print(f"[demo] stopped ({stopped.reason}); the same command continues the demo", flush=True)
     return 0

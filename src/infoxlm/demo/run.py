@@ -92,6 +92,8 @@ def run_demo(
 
     Raises:
         DemoError: ``output`` holds a demo made with other settings or another seed.
+        RunStopped: a stop signal (SIGTERM, SIGUSR1) ended a pre-training run before its last
+            step; its checkpoint is in place and the same call continues the demo from it.
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise DemoError(f"seed={seed!r}: expected a non-negative integer")
@@ -256,7 +258,8 @@ def train_config(settings: DemoSettings, seed: int, extra: Sequence[str]):
 
 def _pretrain(run_dir: Path, store: Path, settings: DemoSettings, seed: int, extra: Sequence[str], progress: bool) -> Path:
 
-    # pretrain() resumes from the run's last checkpoint, so a finished run costs nothing.
+    # pretrain() resumes from the run's last checkpoint, so a finished run costs nothing; a
+    # stopped one raises RunStopped, which ends the demo before anything uses its weights.
     return pretrain(train_config(settings, seed, extra), store, run_dir, progress=progress)
 
 

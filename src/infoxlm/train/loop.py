@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -41,6 +42,7 @@ from .checkpoint import (
     checkpoint_path,
     is_sharded_checkpoint,
     last_good_checkpoint,
+    list_checkpoints,
     load_checkpoint,
     load_sharded_into,
     refuse_non_finite,
@@ -63,7 +65,7 @@ from .flops import ModelShape, mfu, peak_bf16_flops, step_data_flops
 from .optim import linear_warmup_decay
 from .parallelism import is_sharded, whole_state
 from .run_lock import RunLock
-from .stopping import StopRequest
+from .stopping import RunStopped, StopRequest
 from .token_budget import resolve_max_tokens
 from .store_identity import TOKENIZER_FILES, corpus_changes, store_identity, tokenizer_change, tokenizer_file_fingerprints
 
@@ -140,6 +142,7 @@ class Trainer:
         self.step = 0
         self.interrupt = NO_LATCH  # pretrain() hands in its SigintLatch
         self.stop = StopRequest()  # pretrain() hands in its own: --stop-at, SIGTERM / SIGUSR1
+        self.stopped: str | None = None  # why the run stopped before its last step, once it has
         # Before the resume loads AdamW's state: the estimate counts it as still to come.
         self._choose_max_tokens(first_step=int(resume_state["step"]) if resume_state is not None else 0)
         if resume_state is not None:
@@ -459,11 +462,12 @@ class Trainer:
             self.save()
         self.checkpoints.wait()
         barrier(self.world)  # the checkpoint is in place before any rank leaves
+        self.stopped = reason
         if self.world.is_main:
+            same = "the same command without --stop-at" if self.stop.stop_at is not None else "the same command"
             print(
                 f"stopped after step {self.step} of {self.config.optim.max_steps} ({reason}); "
-                f"{checkpoint_path(self.run_dir, self.step)} written; the same command without "
-                "--stop-at continues the run",
+                f"{checkpoint_path(self.run_dir, self.step)} written; {same} continues the run",
                 file=sys.stderr,
                 flush=True,
             )
@@ -673,10 +677,18 @@ NO_LATCH = SigintLatch()  # never requested: for a Trainer driven without pretra
 
 
 def pretrain(config: TrainConfig, data: str | Path, output: str | Path, *, stop_at: int | None = None, **kwargs) -> Path:
-    """Train (or resume) a run; returns the run directory.
+    """Train (or resume) a run to its last step; returns the run directory.
 
     ``stop_at``: end after that step with a checkpoint (as SIGTERM / SIGUSR1 do at any step),
     leaving the config as it is, so that the same call without it continues the run.
+
+    Raises:
+        RunStopped: the run ended before its last step (``stop_at``, or a stop signal), with
+            its checkpoint in place, or was already at ``stop_at`` or past it (then nothing is
+            done). Its weights are not the finished model's: callers export or evaluate only
+            what returns normally. The ``infoxlm`` commands exit 0 on it.
+        TrainingError: the run cannot start or continue (another command is running in
+            ``output``, a config or data clash, non-finite values), said in one line.
     """
     with SigintLatch() as latch, StopRequest(stop_at) as stop:
         return _pretrain(config, data, output, latch, stop, **kwargs)
@@ -686,6 +698,7 @@ def _pretrain(
     config: TrainConfig, data: str | Path, output: str | Path, latch: SigintLatch, stop: StopRequest, **kwargs
 ) -> Path:
     latch.check()  # a Ctrl-C during start-up that an import swallowed
+    _refuse_stop_at_behind(Path(output), stop.stop_at, config.optim.max_steps)
     trainer = Trainer(config, data, output, **kwargs)
     trainer.interrupt = latch
     trainer.stop = stop
@@ -696,7 +709,24 @@ def _pretrain(
         barrier(trainer.world)
     finally:
         trainer.close()
+    if trainer.stopped is not None:
+        raise RunStopped(trainer.run_dir, trainer.step, trainer.config.optim.max_steps, trainer.stopped)
     return trainer.run_dir
+
+
+def _refuse_stop_at_behind(run_dir: Path, stop_at: int | None, max_steps: int) -> None:
+    """A ``--stop-at`` the run has reached already: do nothing (not even one more step), so
+    that a job re-submitted with the same ``--stop-at`` does not advance the run each time.
+    Every rank reads the same checkpoints; rank 0 (torchrun's RANK) says so."""
+    found = list_checkpoints(run_dir)
+    step = found[-1][0] if found else 0
+    if stop_at is None or step < stop_at or step >= max_steps:  # a finished run stays finished
+        return
+    reason = f"already at step {step}, at or past --stop-at {stop_at}: nothing to do"
+    if os.environ.get("RANK", "0") == "0":
+        same = "the same command without --stop-at continues the run"
+        print(f"{run_dir}: {reason} (step {step} of {max_steps}); {same}", file=sys.stderr, flush=True)
+    raise RunStopped(run_dir, step, max_steps, reason)
 
 
 def encoder_to_continue(init: str | Path, fast_paths: FastPaths = FastPaths()) -> Encoder:

@@ -41,7 +41,8 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--stop-at", type=positive_int, default=None, metavar="STEP",
         help="end cleanly after this step with a checkpoint, the config unchanged: the same command "
-        "without --stop-at continues the run (SIGTERM and SIGUSR1 do the same after the current step)",
+        "without --stop-at continues the run (SIGTERM and SIGUSR1 do the same after the current step); "
+        "a run already at STEP or past it is left as it is",
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=None, help="run.seed: decides weights, data order, masking")
     p.add_argument("--device", default=None, help="cpu, cuda … (default: cuda if available)")
@@ -133,6 +134,7 @@ def resolved_config(args: argparse.Namespace):
 def run_pretrain(args: argparse.Namespace) -> int:
     from .config import resolve_config
     from .loop import pretrain
+    from .stopping import RunStopped
 
     config = resolved_config(args)
     if args.print_config:
@@ -151,6 +153,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             stop_at=args.stop_at,
         )
+    except RunStopped:
+        return 0  # stopped with its checkpoint, as asked (the run said why in one line)
     except KeyboardInterrupt:
         # The checkpoints are complete and synced, the logs closed: end now, without the
         # interpreter's teardown, where a library thread left mid-operation by the interrupt

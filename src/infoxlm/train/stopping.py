@@ -7,6 +7,10 @@ writes a checkpoint and exits 0, so that the job's next start (the same command,
 ``torchrun --max-restarts``) continues from there; ``--stop-at STEP`` does the same after a
 given step, without touching the run's config.
 
+``pretrain()`` then raises :class:`RunStopped` rather than return as a finished run does, so
+that no caller (``infoxlm demo``, a script) goes on to export or evaluate a partly trained
+model; the ``infoxlm`` commands exit 0 on it.
+
 The handler only sets a flag; the trainer asks :meth:`StopRequest.reached` at each step
 boundary. In a run of several processes the signal may reach the ranks a step apart, so the
 ranks agree (one MAX all-reduce of a single number per step) and all stop after the same step.
@@ -16,15 +20,30 @@ from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 
 import torch
 
 from .distributed import World, all_reduce_max
 
-__all__ = ["StopRequest", "STOP_SIGNALS"]
+__all__ = ["RunStopped", "StopRequest", "STOP_SIGNALS"]
 
 # SIGUSR1 does not exist on Windows; SIGTERM does.
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name))
+
+
+class RunStopped(Exception):
+    """A run ended before its last step, its checkpoint of ``step`` in place: the same call
+    (without ``stop_at``) continues it. Not an error; raised so that a stopped run is never
+    taken for a finished one.
+
+    Attributes: ``run_dir``, ``step`` (the run's step now), ``max_steps``, ``reason`` (e.g.
+    "SIGTERM received", "--stop-at 4 reached").
+    """
+
+    def __init__(self, run_dir: Path, step: int, max_steps: int, reason: str):
+        super().__init__(f"{run_dir}: stopped at step {step} of {max_steps} ({reason})")
+        self.run_dir, self.step, self.max_steps, self.reason = Path(run_dir), step, max_steps, reason
 
 
 class StopRequest:
