@@ -102,3 +102,16 @@ def test_check_output_dir_refuses_any_place_inside_a_token_store_or_a_run(tmp_pa
     (tmp_path / "other" / "config.json").write_text('{"hidden_size": 8}')
     for out in (tmp_path / "runs" / "r2", tmp_path / "store-2", tmp_path / "other" / "hf"):
         assert check_output_dir(out) == out
+
+
+def test_results_may_be_kept_inside_a_run_but_not_among_what_pretrain_writes(tmp_path):
+    """`finetune --output RUN/xnli`: the model cards of the run's exports list such results."""
+    run, store = tmp_path / "run", tmp_path / "store"
+    run.mkdir()
+    (run / "config.json").write_text('{"optim": {}, "run": {}}')
+    store.mkdir()
+    (store / "store.json").write_text('{"format": "infoxlm-token-store"}')
+    assert check_output_dir(run / "xnli", results_of_a_run=True) == run / "xnli"
+    for out in (run / "checkpoints" / "xnli", run / "exports" / "xnli", store / "xnli"):
+        with pytest.raises(OutputError, match="is inside the"):
+            check_output_dir(out, results_of_a_run=True)

@@ -33,6 +33,8 @@ from .errors import InfoXLMError
 
 # store.json's "format" (infoxlm.data.store writes it; named here, below the data layer).
 TOKEN_STORE_FORMAT = "infoxlm-token-store"
+# What pretrain writes into a run directory: no other command writes into these.
+RUN_ENTRIES = frozenset({"checkpoints", "exports", "tokenizer", "tensorboard", "wandb"})
 
 
 class OutputError(InfoXLMError):
@@ -65,6 +67,7 @@ def check_output_dir(
     overwrite: bool = False,
     sources: Iterable[tuple[str, str | Path]] = (),
     flag: str | None = "--overwrite",
+    results_of_a_run: bool = False,
 ) -> Path:
     """Refuse an output directory that must not be written; returns it.
 
@@ -74,7 +77,9 @@ def check_output_dir(
     ``overwrite``, named in the message (None: the command has none). ``sources`` are (description, directory)
     pairs the command reads, e.g. ("run directory", RUN): the output may not be one of them,
     lie inside one or hold one, whatever ``overwrite`` says. Nor may it lie inside a token store
-    or a run directory (:func:`enclosing_store_or_run`).
+    or a run directory (:func:`enclosing_store_or_run`), except, with ``results_of_a_run``,
+    inside a run's own directory (but outside the entries pretrain writes): evaluation results
+    kept there are listed by the model cards of the run's exports.
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -94,7 +99,9 @@ def check_output_dir(
     container = enclosing_store_or_run(target)
     if container is not None:
         what, where = container
-        raise OutputError(f"{path}: is inside the {what} {where}; write outside it (it would no longer be usable)")
+        kept_with_the_run = results_of_a_run and what == "run directory"
+        if not kept_with_the_run or target.relative_to(where).parts[0] in RUN_ENTRIES:
+            raise OutputError(f"{path}: is inside the {what} {where}; write outside it (it would no longer be usable)")
     if path.is_dir() and written_by_us is not None and any(path.iterdir()) and not written_by_us(path):
         if not overwrite:
             remedy = f"choose another directory, or pass {flag} to replace it" if flag else "choose another directory"

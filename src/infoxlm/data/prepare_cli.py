@@ -192,7 +192,8 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._Su
         "prepare of the whole input gives (documents that go on across a shard boundary are joined); "
         "all N shards must be given, each once. A corpus that is not a shard is copied as it is. "
         "Refused: stores of different tokenizers, a missing or repeated shard, shards of different inputs "
-        "or options, a corpus in two stores or already in OUT; nothing is left written then.",
+        "or options, a corpus in two stores or already in OUT, an OUT inside a store or run directory or a "
+        "non-empty OUT that is not a store, a store still being prepared; nothing is left written then.",
     )
     merge.add_argument("output", type=Path, metavar="OUT", help="the store to write (created if missing)")
     merge.add_argument("stores", type=Path, nargs="+", metavar="STORE", help="stores to join, in any order")

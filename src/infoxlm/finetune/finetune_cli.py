@@ -151,7 +151,7 @@ def is_finetune_run(path: Path) -> bool:
 def run_finetune_xnli(args: argparse.Namespace) -> int:
     from . import classification
 
-    check_output_dir(args.output, written_by_us=is_finetune_run, flag=None)
+    check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
     _run(args, "xnli", lambda setting, output: classification.run_xnli(
         args.model, args.data, args.setting, output, _config(args, "best", setting),
         seeds=args.seeds, languages=args.languages, train_data=args.train_data, max_length=args.max_length,
@@ -165,7 +165,7 @@ def run_finetune_xnli(args: argparse.Namespace) -> int:
 def run_finetune_mlqa(args: argparse.Namespace) -> int:
     from . import qa
 
-    check_output_dir(args.output, written_by_us=is_finetune_run, flag=None)
+    check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
     selection = "best" if args.selection == "dev" else "last"
     _run(args, "mlqa", lambda setting, output: qa.run_mlqa(
         args.model, args.train, args.data, output, _config(args, selection, setting),
