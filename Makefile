@@ -1,6 +1,9 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   create .venv, install infoxlm, run `infoxlm demo` (InfoXLM vs −XLCO on the shipped corpus)
 #   make test   create .venv, install infoxlm with its test dependencies, run the test suite
+# On a GPU machine, `make gpu-check` runs tests/gpu, infoxlm bench and two short real pre-training
+# runs and writes gpu-check/report.md and report.json (`make gpu-check DRY=1`: the same on a CPU
+# at test sizes).
 # TORCH pins the torch wheel installed first (a CPU wheel here; users with GPUs may pick theirs).
 
 PYTHON ?= python3
@@ -9,7 +12,7 @@ TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.infoxlm-installed
 
-.PHONY: demo quickstart test clean-venv
+.PHONY: demo quickstart test gpu-check clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +28,9 @@ quickstart: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+gpu-check: $(STAMP)
+	$(PY) benchmarks/gpu_check.py --output gpu-check $(if $(DRY),--dry)
 
 clean-venv:
 	rm -rf $(VENV)

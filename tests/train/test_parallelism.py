@@ -68,7 +68,7 @@ def test_fsdp_on_two_processes_matches_one(store, tmp_path, checkpointing):
     sharded = ["--set", "run.parallelism=fsdp", "--set", f"run.activation_checkpointing={str(checkpointing).lower()}"]
     _run([*TORCHRUN, *common, "--output", str(tmp_path / "fsdp"), *sharded])
     # Each rank wrote its shard of the last checkpoint.
-    assert {p.name for p in checkpoint_path(tmp_path / "fsdp", 10).iterdir()} == {".metadata", "__0_0.distcp", "__1_0.distcp"}
+    assert {p.name for p in checkpoint_path(tmp_path / "fsdp", 10).iterdir()} == {".metadata", "__0_0.distcp", "__1_0.distcp", "digests.json"}
     assert _largest_difference(_weights(tmp_path / "one", tmp_path), _weights(tmp_path / "fsdp", tmp_path)) < 1e-4
 
 
