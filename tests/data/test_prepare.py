@@ -28,7 +28,8 @@ from infoxlm.data import prepare as prepare_module
 from infoxlm.data.cleaning import clean_text
 from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
 from infoxlm.data.sampling import language_probabilities
-from infoxlm.data.store import PARTIAL_PREFIX, CorpusWriter, StoreError, TokenStore, corpus_lock, partial_corpus_dirs
+from infoxlm.data.corpus_lock import corpus_lock
+from infoxlm.data.store import PARTIAL_PREFIX, CorpusWriter, StoreError, TokenStore, partial_corpus_dirs
 from infoxlm.data.store_report import store_report
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer

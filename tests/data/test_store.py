@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,9 +16,7 @@ from infoxlm.data.store import (
     CorpusWriter,
     StoreError,
     TokenStore,
-    corpus_lock,
     partial_corpus_dirs,
-    remove_stale_partials,
 )
 from infoxlm.outputs import OutputError
 
@@ -115,63 +110,6 @@ def test_writer_leaves_nothing_when_the_block_fails(store_root):
             raise RuntimeError("interrupted")
     assert partial_corpus_dirs(store_root) == []
     assert TokenStore.open(store_root).mono["de"].text(0).tolist() == [1, 2]  # the old corpus is intact
-
-
-# A prepare on another host (or in another PID namespace): it holds its corpus's lock until
-# its stdin closes; the PID in its partial directory's name means nothing here.
-HOLD_CORPUS_LOCK = """
-import sys
-from infoxlm.data.store import corpus_lock
-with corpus_lock(sys.argv[1], sys.argv[2], sys.argv[3]):
-    print("held", flush=True)
-    sys.stdin.read()
-"""
-
-
-@pytest.fixture
-def remote_writer(store_root):
-    """A live writer of parallel/en-fr whose recorded PID does not exist on this host."""
-    partial = store_root / "parallel" / f"{PARTIAL_PREFIX}en-fr-999999998"
-    partial.mkdir(parents=True)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_CORPUS_LOCK, str(store_root), "parallel", "en-fr"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert holder.stdout.readline().strip() == "held"
-    yield partial, holder
-    holder.kill()
-    holder.wait()
-
-
-@pytest.mark.skipif(sys.platform == "win32", reason="corpus locks need fcntl")
-def test_a_partial_is_stale_exactly_when_its_corpus_lock_is_free(store_root, remote_writer):
-    write_mono(store_root)
-    live, holder = remote_writer
-    with pytest.raises(ProcessLookupError):
-        os.kill(999999998, 0)  # by its PID alone it would look dead
-    dead = store_root / "mono" / f"{PARTIAL_PREFIX}fr-{os.getppid()}"  # a PID that runs, a lock no one holds
-    dead.mkdir()
-    store = TokenStore.open(store_root)
-    assert set(store.partial_corpora()) == {dead, live}
-    assert "fr" not in store.mono  # a partial directory is never a corpus
-    with pytest.raises(StoreError, match=rf"en-fr-999999998: being prepared by process {holder.pid} "
-                       rf"\(on host {socket.gethostname()}\); wait for it to finish"):  # fmt: skip
-        store.verify()
-    assert remove_stale_partials(store_root) == [dead]
-    assert partial_corpus_dirs(store_root) == [live]
-    holder.kill()
-    holder.wait()  # the writer died: its directory is stale now
-    with pytest.raises(StoreError, match="en-fr-999999998: left by an interrupted or failed prepare"):
-        store.verify()
-    assert remove_stale_partials(store_root) == [live]
-
-
-def test_a_corpus_moved_aside_by_a_commit_is_live_while_its_writer_holds_the_lock(store_root):
-    aside = store_root / "mono" / f"{PARTIAL_PREFIX}old-de-1"
-    aside.mkdir(parents=True)
-    with corpus_lock(store_root, "mono", "de"):
-        assert remove_stale_partials(store_root) == []
-        assert remove_stale_partials(store_root, holding=("mono", "de")) == [aside]  # the caller's own
 
 
 @pytest.mark.parametrize(

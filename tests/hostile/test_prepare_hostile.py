@@ -440,7 +440,7 @@ def test_an_output_inside_a_store_or_beside_foreign_files_is_refused(tmp_path, t
 # stdin closes; the PID its partial directory is named with means nothing on this host.
 HOLD_CORPUS_LOCK = """
 import sys
-from infoxlm.data.store import corpus_lock
+from infoxlm.data.corpus_lock import corpus_lock
 with corpus_lock(sys.argv[1], sys.argv[2], sys.argv[3]):
     print("held", flush=True)
     sys.stdin.read()

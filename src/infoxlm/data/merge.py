@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from infoxlm.data.corpus_lock import corpus_lock, remove_stale_partials
 from infoxlm.data.created_paths import CreatedPaths
 from infoxlm.data.prepare import PrepareResult
 from infoxlm.data.store import (
@@ -51,8 +52,6 @@ from infoxlm.data.store import (
     StoreError,
     TokenStore,
     check_store_output,
-    corpus_lock,
-    remove_stale_partials,
 )
 from infoxlm.errors import DataError
 from infoxlm.special_tokens import EOS_ID

@@ -64,6 +64,7 @@ from tqdm import tqdm
 
 from infoxlm.version import __version__
 from infoxlm.data.cleaning import CleaningCounts, clean_lines
+from infoxlm.data.corpus_lock import corpus_lock, remove_stale_partials
 from infoxlm.data.created_paths import CreatedPaths
 from infoxlm.data.inputs import InputSource, input_source
 from infoxlm.data.languages import canonical_language, language_name, parse_language_pair
@@ -78,10 +79,8 @@ from infoxlm.data.store import (
     ParallelCorpus,
     StoreError,
     TokenStore,
-    corpus_lock,
     mono_stream,
     read_json,
-    remove_stale_partials,
 )
 from infoxlm.data.record_files import record_line_blocks, record_pair_blocks
 from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, LineBlock, iter_line_blocks

@@ -28,7 +28,8 @@ A corpus is written into a hidden temporary directory and renamed into place onl
 complete (``meta.json`` included), so an interrupted prepare never leaves a corpus that looks
 whole; a process killed outright leaves a ``.partial-*`` directory that
 ``TokenStore.partial_corpora()`` lists and the next prepare removes (one whose corpus lock is
-held belongs to a live writer, maybe on another host, and is left alone). A new store gets its
+held belongs to a live writer, maybe on another host, and is left alone:
+:mod:`~infoxlm.data.corpus_lock`). A new store gets its
 ``tokenizer/`` copy before ``store.json``, so a directory with ``store.json`` always has it
 (a store from an older version that lacks it is completed by the next prepare, and
 ``infoxlm prepare inspect`` calls it incomplete until then). Token ids are little-endian
@@ -41,7 +42,6 @@ import itertools
 import json
 import os
 import shutil
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -49,17 +49,15 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..errors import InfoXLMError
-from ..file_lock import LOCKS_WORK, LockHolder, exclusive_lock, lock_if_free
 from ..outputs import TOKEN_STORE_FORMAT, check_output_dir
 from ..special_tokens import EOS_ID
+from .corpus_lock import LOCKS_DIR, PARTIAL_PREFIX, partial_corpus_dirs, partial_writer, remove_stale_partials
 from .created_paths import CreatedPaths, naming
 
 STORE_FORMAT = TOKEN_STORE_FORMAT
 STORE_VERSION = 2  # 2: monolingual lines end with </s> (1: bare lines)
 TOKEN_DTYPE = np.dtype("<u4")
 OFFSET_DTYPE = np.dtype("<i8")
-PARTIAL_PREFIX = ".partial-"
-LOCKS_DIR = ".locks"  # STORE/.locks/KIND-NAME: one lock file per corpus ever prepared (its holder's pid, host)
 TOKENIZER_DIR = "tokenizer"  # STORE/tokenizer: a copy of the store's tokenizer
 
 
@@ -519,94 +517,6 @@ def remove_store_if_unused(root: Path) -> None:
         root.rmdir()
     except OSError:
         pass  # the user's own files are in it
-
-
-def partial_corpus_dirs(root: str | Path) -> list[Path]:
-    """``.partial-*`` directories under ``root/mono`` and ``root/parallel``."""
-    found = []
-    for kind in ("mono", "parallel"):
-        folder = Path(root) / kind
-        if folder.is_dir():
-            found += sorted(p for p in folder.iterdir() if p.name.startswith(PARTIAL_PREFIX))
-    return found
-
-
-def remove_stale_partials(root: str | Path, holding: tuple[str, str] | None = None) -> list[Path]:
-    """Delete what interrupted prepares left in the store at ``root``; returns what was removed.
-
-    Works without opening the store's corpora. A partial directory is stale when no process
-    holds its corpus's lock (:func:`corpus_lock`): a live writer, on this host or any other
-    sharing the file system, holds it for as long as it writes, and its directory is left
-    alone. ``holding=(kind, name)``: the caller holds that corpus's lock, so every partial
-    directory of that corpus is stale.
-    """
-    removed = []
-    for path in partial_corpus_dirs(root):
-        with partial_writer(path, holding) as writer:
-            if writer is None:  # (the probe keeps a new writer of that corpus out meanwhile)
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(path)
-    return removed
-
-
-@contextmanager
-def partial_writer(partial: Path, holding: tuple[str, str] | None = None) -> Iterator[LockHolder | None]:
-    """Yield the process writing the ``.partial-NAME-PID`` directory ``partial``, or None if
-    no process does (it is stale; no writer of its corpus can start until the block ends).
-
-    Decided by the corpus's lock, never by the PID in the name, which may belong to another
-    host or PID namespace. The name of a corpus moved aside by a commit (``.partial-old-NAME-PID``)
-    is read both ways: the directory is live if either lock is held. Without OS locks
-    (Windows) a PID on this host is all there is to go by.
-    """
-    root, kind = partial.parent.parent, partial.parent.name
-    stem, _, pid_text = partial.name[len(PARTIAL_PREFIX) :].rpartition("-")
-    names = [stem, stem[len("old-") :]] if stem.startswith("old-") else [stem]
-    named_pid = int(pid_text) if pid_text.isdigit() else None
-    if holding is not None and holding[0] == kind and holding[1] in names:
-        yield None  # our lock: its last writer is gone
-        return
-    if not LOCKS_WORK:
-        yield LockHolder(named_pid) if named_pid is not None and _process_exists(named_pid) else None
-        return
-    with ExitStack() as probes:
-        for name in names:
-            writer = probes.enter_context(lock_if_free(_lock_path(root, kind, name)))
-            if writer is not None:
-                yield writer if writer.pid is not None else LockHolder(named_pid, writer.host)
-                return
-        yield None
-
-
-def _process_exists(pid: int) -> bool:
-    """Whether a process ``pid`` runs on this host (in this PID namespace)."""
-    if pid == os.getpid():
-        return False  # our own leftovers (from an earlier failed call) are stale
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
-
-
-def _lock_path(root: str | Path, kind: str, name: str) -> Path:
-    return Path(root) / LOCKS_DIR / f"{kind}-{name}"
-
-
-@contextmanager
-def corpus_lock(root: str | Path, kind: str, name: str) -> Iterator[None]:
-    """Hold an exclusive lock on one corpus of the store at ``root`` for the ``with`` block.
-
-    A prepare checks and rewrites its corpus under this lock, so two jobs preparing the same
-    corpus of a shared store at once do not swap directories under each other: the second
-    waits, then finds the corpus up to date. Other corpora of the store are not held up. The
-    lock also tells other jobs that the corpus's ``.partial-*`` directory is being written
-    (:func:`partial_writer`), and by which process on which host.
-    """
-    with exclusive_lock(_lock_path(root, kind, name)):
-        yield
 
 
 class CorpusWriter:
