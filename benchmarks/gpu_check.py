@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -84,7 +85,6 @@ sys.exit(main(sys.argv[1:]))
 class Plan:
     """What the check runs: the GPU's sizes, or the CPU test sizes of ``--dry``."""
 
-    device: str
     bench: list[tuple[str, list[str]]]  # (section name, infoxlm bench arguments)
     encoder_size: str  # the --init directory's shape (an EncoderConfig preset)
     tokenizer: str  # the --init directory's and the store's: "xlmr" (250,002 pieces) or "demo"
@@ -100,7 +100,6 @@ class Plan:
 def gpu_plan() -> Plan:
     auto = ["--max-tokens", "auto", "--no-baseline"]
     return Plan(
-        device="cuda",
         bench=[
             ("bench base, defaults", ["--size", "base", *auto]),
             ("bench base, 98,304 tokens", ["--size", "base", "--max-tokens", "98304"]),
@@ -122,7 +121,6 @@ def gpu_plan() -> Plan:
 def dry_plan() -> Plan:
     quick = ["--size", "test", "--device", "cpu", "--steps", "2", "--warmup", "1"]
     return Plan(
-        device="cpu",
         bench=[
             ("bench test, defaults", [*quick, "--max-tokens", "auto", "--no-baseline"]),
             ("bench test, 256 tokens", [*quick, "--max-tokens", "256"]),
@@ -179,8 +177,9 @@ def run_command(argv: list[str], log: Path, timeout_s: int, env: dict[str, str] 
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     try:
         done = subprocess.run(argv, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired as err:
-        log.write_text(f"{err.stdout or ''}\n{err.stderr or ''}", encoding="utf-8")
+    except subprocess.TimeoutExpired as err:  # its output may come as bytes even with text=True
+        text = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else b or ""  # noqa: E731
+        log.write_text(f"{text(err.stdout)}\n--- stderr ---\n{text(err.stderr)}", encoding="utf-8")
         raise CheckFailed(f"{' '.join(argv[:4])} … ran past {timeout_s} s (log: {log})") from None
     log.write_text(f"$ {' '.join(argv)}\n{done.stdout}\n--- stderr ---\n{done.stderr}", encoding="utf-8")
     if done.returncode != 0:
@@ -205,9 +204,8 @@ def environment() -> dict[str, Any]:
     git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
     found["commit"] = git("rev-parse", "HEAD") or "unknown"
     found["uncommitted_changes"] = bool(git("status", "--porcelain", "--untracked-files=no"))
-    found["driver"] = subprocess.run(
-        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
-    ).stdout.strip() if found["cuda_available"] else None  # fmt: skip
+    smi = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+    found["driver"] = subprocess.run(smi, capture_output=True, text=True).stdout.strip() if shutil.which(smi[0]) else None
     return found
 
 

@@ -118,3 +118,13 @@ def test_step_and_checkpoint_figures_from_metrics(figures, tmp_path):
     saved = figures.checkpoint_figures(metrics, 4, folder)
     assert saved["blocking_seconds"] == pytest.approx(0.6) and saved["next_steps_extra_seconds"] == pytest.approx(0.5)
     assert saved["written"] and saved["size_mb"] == 1.0
+
+
+def test_a_command_that_fails_or_runs_too_long_says_so_and_keeps_its_log(monkeypatch, tmp_path):
+    script = _load("gpu_check", monkeypatch)
+    log = tmp_path / "logs" / "x.log"
+    with pytest.raises(script.CheckFailed, match=r"exit status 3: boom \(log: "):
+        script.run_command([sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"], log, 60)
+    assert "boom" in log.read_text()
+    with pytest.raises(script.CheckFailed, match="ran past 1 s"):
+        script.run_command([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(30)"], log, 1)
