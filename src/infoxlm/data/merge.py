@@ -11,9 +11,11 @@ Every corpus found in the given stores is written to the output store once:
   (preparing the whole input into the merged store finds it up to date);
 * a corpus that is not a shard and is in one store only is copied as it is.
 
-Refused, before anything is written: stores of different tokenizers, a missing or repeated
-shard, shards of different inputs or shard counts, a corpus that is in two stores without
-being shards of one prepare, a corpus the output store already holds.
+Refused, before anything is written: an output inside a token store or run directory, or a
+non-empty directory that is not a store; a store with a corpus still being written (by a
+process on any host: its corpus lock is held); stores of different tokenizers, a missing or
+repeated shard, shards of different inputs or shard counts, a corpus that is in two stores
+without being shards of one prepare, a corpus the output store already holds.
 
 Token ids and offsets are copied in chunks of memory-mapped arrays, offsets shifted by what
 precedes them. Each corpus is written by :class:`~infoxlm.data.store.CorpusWriter` (renamed
