@@ -25,6 +25,7 @@ from infoxlm.train.checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
+from infoxlm.train.checkpoint_integrity import read_index
 
 from damaged_checkpoints import flip_tensor_bytes, payloads
 from training_stores import build_store, write_mono
@@ -442,3 +443,23 @@ def test_a_checkpoint_that_lost_its_index_is_said_to_be_ignored(capsys, store, t
     expected = f"warning: {checkpoint_path(run, 2)}: incomplete (no .metadata index); ignoring step-00000002, starting from step 0"
     assert expected in err.splitlines()
     assert verify_checkpoint(checkpoint_path(run, 2)) is None  # written again, whole
+
+
+def test_a_shard_damaged_past_what_the_checks_see_is_not_blamed_on_the_config(capsys, store, tmp_path):
+    """Written without digests (an earlier release), a tensor's framing damaged: the load itself
+    fails, and says the checkpoint is damaged, without torch's advice to load it unsafely."""
+    run = tmp_path / "run"
+    assert pretrain(capsys, store, run, "--max-steps", "2")[0] == 0
+    checkpoint = latest_checkpoint(run)
+    (checkpoint / "digests.json").unlink()
+    where = max(read_index(checkpoint).storage_data.values(), key=lambda info: info.length)
+    shard = checkpoint / where.relative_path
+    data = bytearray(shard.read_bytes())
+    data[where.offset : where.offset + 64] = bytes(64)  # the item's zip header
+    shard.write_bytes(data)
+    code, err = pretrain(capsys, store, run, "--max-steps", "2")
+    note, error = err.splitlines()
+    assert note == f"note: {checkpoint} has no digests.json (an earlier infoxlm wrote it): its files cannot be verified"
+    line = one_line(error)
+    assert code == 1 and line.startswith(f"infoxlm: error: {checkpoint}: cannot read checkpoint (damaged"), line
+    assert "does not fit the model" not in line and "weights_only" not in line, line

@@ -294,6 +294,8 @@ def _read_dcp(directory: Path, read) -> None:
         cause = _rank_failure(err)
         if isinstance(cause, CheckpointCorrupt):
             raise type(cause)(f"{directory}: {cause}") from None
+        if isinstance(cause, pickle.UnpicklingError):  # a tensor item DCP read with weights_only=True
+            raise _refusal(cause, str(directory)) from None
         raise CheckpointCorrupt(f"{directory}: cannot read checkpoint ({type(cause).__name__}: {first_line(cause)})") from None
 
 
