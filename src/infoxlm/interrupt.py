@@ -10,10 +10,18 @@ raises it again.
 It is installed when the package is imported as the ``infoxlm`` command (``python -m
 infoxlm`` or the ``infoxlm`` script, before the heavy imports), never when infoxlm is
 imported as a library.
+
+A worker that torchrun started does not outlive torchrun (it would train on as an orphan to
+the last step): when torchrun dies, however it dies (SIGKILL, a signal it does not handle
+such as SIGUSR1), Linux sends the worker SIGTERM, which ``infoxlm pretrain`` takes as a
+request to stop after the step in progress with a checkpoint (``train/stopping.py``); before
+that handler is in place SIGTERM ends the process.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import sys
 import threading
@@ -21,6 +29,8 @@ from pathlib import Path
 
 requested = False  # a Ctrl-C arrived since install()
 _installed = False
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _handle(signum, frame) -> None:
@@ -31,8 +41,10 @@ def _handle(signum, frame) -> None:
 
 def install() -> None:
     """Take over SIGINT in the main thread (where signal handlers run) where Python's own
-    handler is in place (not where SIGINT is ignored, as in a background job); idempotent."""
+    handler is in place (not where SIGINT is ignored, as in a background job); idempotent.
+    In a worker torchrun started, also :func:`end_with_launcher`."""
     global _installed
+    end_with_launcher()
     if (
         not _installed
         and threading.current_thread() is threading.main_thread()
@@ -54,3 +66,17 @@ def started_as_command(argv: list[str] | None = None) -> bool:
     as_module = any(a == "-m" and b == "infoxlm" for a, b in zip(argv, argv[1:]))
     as_script = len(argv) > 1 and Path(argv[1]).name == "infoxlm"
     return as_module or as_script
+
+
+def end_with_launcher(environ=os.environ) -> bool:
+    """In a process torchrun started (it sets TORCHELASTIC_RUN_ID), ask Linux to send SIGTERM
+    when its parent, torchrun, dies (prctl PR_SET_PDEATHSIG); whether it was asked.
+
+    Linux sends it when the thread that started the process ends; torchrun starts its workers
+    from its main thread. A torchrun that dies before this call (a few milliseconds after the
+    worker's start) goes unnoticed.
+    """
+    if "TORCHELASTIC_RUN_ID" not in environ or not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) == 0
