@@ -14,7 +14,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from infoxlm.errors import TokenizerError
 
@@ -23,7 +22,8 @@ __all__ = ["add_tokenizer_commands", "run_tokenizer_train"]
 _TRAIN_DESCRIPTION = """\
 Learn a new XLM-R-style Unigram vocabulary from raw UTF-8 text (one sentence per line;
 .gz/.xz/.bz2/.zst files are read directly) and write tokenizer.json plus transformers configs to
---output. Language l is sampled with probability p_l ∝ (n_l/n)^alpha, n_l being its number
+--output. JSON Lines (.jsonl), Parquet and datasets save_to_disk inputs are read as records, as
+`infoxlm prepare` reads them: the text is each record's --field. Language l is sampled with probability p_l ∝ (n_l/n)^alpha, n_l being its number
 of non-empty lines; the sample has min(--max-sentences, n) lines, of which language l gets
 round(p_l * sample), repeating lines of languages that have fewer."""
 
@@ -32,9 +32,11 @@ examples:
   infoxlm tokenizer train --input en.txt de.txt sw.txt --output tok/ --vocab-size 32000
   infoxlm tokenizer train --lang-input en=wiki.en.gz en=news.en.gz fr=corpus/fr.txt \\
       --output tok/ --alpha 0.5 --max-sentences 2000000
+  infoxlm tokenizer train --lang-input ru=mono.ru.jsonl sw=sw_parquet/ --field text --output tok/
 
-The language of an --input file is read from its name: drop .gz/.xz/.bz2/.zst, then .txt, and
-take the part after the last dot (de.txt, train.de.txt, wiki.zh-Hans.txt.gz).
+The language of an --input file is read from its name: drop .gz/.xz/.bz2/.zst, then .txt,
+.jsonl or .parquet, and take the part after the last dot (de.txt, train.de.jsonl,
+wiki.zh-Hans.txt.gz).
 Use --lang-input LANG=FILE for files named otherwise."""
 
 
@@ -70,6 +72,12 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> argparse.A
         default=[],
         metavar="LANG=FILE",
         help="text files with their language given explicitly, e.g. sw=extra/swahili.txt",
+    )
+    train.add_argument(
+        "--field",
+        default=None,
+        metavar="NAME",
+        help="the field of JSON Lines, Parquet and save_to_disk records that holds the text (default: text)",
     )
     train.add_argument("--output", required=True, metavar="DIR", help="directory to write the tokenizer to")
     train.add_argument(
@@ -116,19 +124,19 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> argparse.A
     return tokenizer
 
 
-def _collect_inputs(inputs: list[str], lang_inputs: list[str]) -> dict[str, list[Path]]:
+def _collect_inputs(inputs: list[str], lang_inputs: list[str]) -> dict[str, list[str]]:
     """Merge ``--input`` and ``--lang-input`` into ``{language: [paths]}``."""
     from infoxlm.tokenizer_training import language_from_filename
 
-    files: dict[str, list[Path]] = {}
+    files: dict[str, list[str]] = {}  # as typed: "hf:NAME" is a dataset, not a path
     # Both flags may name the same language; its files are then simply pooled.
     for name in inputs:
-        files.setdefault(language_from_filename(name), []).append(Path(name))
+        files.setdefault(language_from_filename(name), []).append(name)
     for item in lang_inputs:
         lang, sep, name = item.partition("=")
         if not sep or not lang.strip() or not name:
             raise TokenizerError(f"--lang-input {item!r} is invalid; expected LANG=FILE, e.g. sw=swahili.txt")
-        files.setdefault(lang.strip(), []).append(Path(name))
+        files.setdefault(lang.strip(), []).append(name)
     if not files:
         raise TokenizerError(
             "no training text given; expected --input FILE ... or --lang-input LANG=FILE ..."
@@ -156,6 +164,7 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
         languages=args.languages,
         show_progress=not args.no_progress,
         threads=args.threads,
+        field=args.field,
     )
     report = tokenizer.training_report
     assert report is not None  # train() always attaches one

@@ -5,12 +5,18 @@ sample in which language l has probability p_l ∝ (n_l / n)^α, n_l its number 
 lines, so small languages get their share, and learns a Unigram vocabulary on it with
 SentencePiece's trainer (repeatable: the same sample and thread count give the same pieces),
 written as a ``tokenizers`` file in XLM-R's id layout.
+
+Inputs are read as ``infoxlm prepare`` reads them (:func:`~infoxlm.data.record_files.
+input_line_blocks`): text files line by line, JSON Lines, Parquet and ``save_to_disk`` inputs
+as records whose ``field`` holds the text, so the same text gives the same vocabulary in
+any format.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,8 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from infoxlm.data.inputs import InputSource, input_source, record_fields
+from infoxlm.data.record_files import input_line_blocks
 from infoxlm.data.sampling import check_alpha, language_probabilities
-from infoxlm.data.text_files import COMPRESSION_SUFFIXES, count_text_lines, read_text_lines
+from infoxlm.data.text_files import COMPRESSION_SUFFIXES
 from infoxlm.errors import DataError, TokenizerError
 from infoxlm.special_tokens import BOS, BOS_ID, EOS, EOS_ID, MASK, UNK
 from infoxlm.tokenizer import _LEADING_SPECIALS, _METASPACE, TOKENIZER_JSON, PathLike, Tokenizer
@@ -31,6 +39,8 @@ __all__ = ["TrainingReport", "language_from_filename", "train_tokenizer"]
 
 TRAINING_REPORT = "training_report.json"
 # ISO 639 code (2-3 letters) with optional script/region subtags: de, fil, zh-Hans, pt_BR.
+# Format suffixes dropped before the code is read: de.txt, train.de.jsonl, wiki.de.parquet.
+_FORMAT_SUFFIXES = (".txt", ".jsonl", ".parquet")
 _LANGUAGE_CODE = re.compile(r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$")
 
 # --------------------------------------------------------------------------------------
@@ -59,6 +69,7 @@ class TrainingReport:
     vocab_size: int = 0
     fingerprint: str = field(default="")
     threads: int = 1  # the trainer's threads: the same sample and threads give the same vocabulary
+    record_fields: dict[str, str] = field(default_factory=dict)  # {"field": F} where inputs hold records
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -93,6 +104,7 @@ def train_tokenizer(
     languages: Iterable[str] | None = None,
     show_progress: bool = False,
     threads: int = 1,
+    field: str | None = None,
 ) -> Tokenizer:
     """Learn a Unigram (SentencePiece-style) vocabulary from raw text and save it.
 
@@ -101,7 +113,9 @@ def train_tokenizer(
             list of paths whose language is read from the file name by
             :func:`language_from_filename` (``de.txt``, ``train.de.txt``, ``de.txt.gz``).
             Files are UTF-8 text, one sentence per line; ``.gz``, ``.xz``, ``.bz2`` and
-            ``.zst`` are decompressed on the fly.
+            ``.zst`` are decompressed on the fly. JSON Lines files, Parquet files or
+            directories, ``save_to_disk`` directories and ``hf:`` datasets are read as
+            records, as ``infoxlm prepare`` reads them (:mod:`~infoxlm.data.inputs`).
         output_dir: directory that receives ``tokenizer.json``, the ``transformers``
             configs and ``training_report.json``.
         vocab_size: total number of ids, the five special tokens included. The result
@@ -118,6 +132,8 @@ def train_tokenizer(
         threads: threads of SentencePiece's trainer. The vocabulary depends on the sample
             and on this number (the work is split by thread), so a run is repeatable
             anywhere with the same value; more threads are faster on large samples.
+        field: the record field that holds the text (default ``text``); only for record
+            inputs.
 
     Returns:
         The trained tokenizer, loaded back from ``output_dir``, with
@@ -125,7 +141,8 @@ def train_tokenizer(
 
     Raises:
         TokenizerError: unreadable or empty files, invalid UTF-8 (naming file and line),
-            a file name without a recognisable language, or bad parameters.
+            a file name without a recognisable language, a record without ``field`` or
+            whose value is not a string, ``field`` without record inputs, or bad parameters.
 
     The text pipeline matches XLM-R: NFKC via SentencePiece's ``nmt_nfkc`` rule (which
     also drops control characters and maps Unicode spaces to " "), runs of spaces
@@ -144,16 +161,20 @@ def train_tokenizer(
         raise TokenizerError(f"{output}: exists and is not a directory; expected an output directory")
 
     by_language = _group_files(files, languages)
-    # Pass 1: count non-empty lines (this also validates UTF-8 before any training).
-    line_counts = {lang: sum(_count_lines(p) for p in paths) for lang, paths in by_language.items()}
+    with _as_tokenizer_error():
+        fields = record_fields([s for sources in by_language.values() for s in sources], field)
+    # Pass 1: count non-empty lines (this also validates UTF-8 and records before any training).
+    line_counts = {
+        lang: sum(_count_lines(source, fields) for source in sources) for lang, sources in by_language.items()
+    }
     empty = [lang for lang, count in line_counts.items() if count == 0]
     if len(empty) == len(line_counts):
-        listed = ", ".join(str(p) for paths in by_language.values() for p in paths)
+        listed = ", ".join(str(s.label) for sources in by_language.values() for s in sources)
         raise TokenizerError(
             f"no non-empty lines in {listed}; expected UTF-8 text, one sentence per line"
         )
     if empty:
-        listed = ", ".join(str(p) for p in by_language[empty[0]])
+        listed = ", ".join(str(s.label) for s in by_language[empty[0]])
         raise TokenizerError(
             f"language {empty[0]!r} has no non-empty lines in {listed}; expected at least one sentence"
         )
@@ -162,7 +183,7 @@ def train_tokenizer(
     total_sample = min(max_sentences, sum(line_counts.values()))
     sample_counts = {lang: round(p * total_sample) for lang, p in probabilities.items()}
     # Pass 2 streams the files again inside the trainer.
-    sample = _iter_sample(by_language, line_counts, sample_counts, seed)
+    sample = _iter_sample(by_language, fields, line_counts, sample_counts, seed)
     hf_tokenizer = _train_unigram(sample, vocab_size, threads, show_progress)
 
     output.mkdir(parents=True, exist_ok=True)
@@ -170,7 +191,7 @@ def train_tokenizer(
     trained = Tokenizer.from_pretrained(output / TOKENIZER_JSON)
     trained.save_pretrained(output)
     report = TrainingReport(
-        files={lang: [str(p) for p in paths] for lang, paths in by_language.items()},
+        files={lang: [str(s.label) for s in sources] for lang, sources in by_language.items()},
         line_counts=line_counts,
         probabilities=probabilities,
         sample_counts=sample_counts,
@@ -182,6 +203,7 @@ def train_tokenizer(
         vocab_size=trained.vocab_size,
         fingerprint=trained.fingerprint,
         threads=threads,
+        record_fields=fields,
     )
     report_text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
     (output / TRAINING_REPORT).write_text(report_text, encoding="utf-8")
@@ -202,11 +224,11 @@ def language_from_filename(path: PathLike) -> str:
     """The language code in a training file's name.
 
     Rule: drop a compression suffix (``.gz``, ``.xz``, ``.lzma``, ``.bz2``, ``.zst``), then a
-    ``.txt`` suffix, and take what follows the last remaining dot (or the whole name if there is
-    none). It must look like an ISO 639 code with optional subtags (``de``, ``fil``,
-    ``zh-Hans``, ``pt_BR``)::
+    ``.txt``, ``.jsonl`` or ``.parquet`` suffix, and take what follows the last remaining dot (or
+    the whole name if there is none). It must look like an ISO 639 code with optional subtags
+    (``de``, ``fil``, ``zh-Hans``, ``pt_BR``)::
 
-        de.txt -> de    train.de.txt -> de    wiki.2023.zh-Hans.txt.gz -> zh-Hans
+        de.txt -> de    train.de.jsonl -> de    wiki.2023.zh-Hans.txt.gz -> zh-Hans
 
     Raises:
         TokenizerError: the name does not end in a language code.
@@ -217,8 +239,10 @@ def language_from_filename(path: PathLike) -> str:
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break
-    if stem.endswith(".txt"):
-        stem = stem[: -len(".txt")]
+    for suffix in _FORMAT_SUFFIXES:
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
     code = stem.rsplit(".", 1)[-1]
     if not _LANGUAGE_CODE.match(code):
         raise TokenizerError(
@@ -230,9 +254,9 @@ def language_from_filename(path: PathLike) -> str:
 
 def _group_files(
     files: Mapping[str, PathLike | Sequence[PathLike]] | Sequence[PathLike], languages: Iterable[str] | None
-) -> dict[str, list[Path]]:
-    """Normalise the ``files`` argument to ``{language: [Path, ...]}`` sorted by language."""
-    grouped: dict[str, list[Path]] = {}
+) -> dict[str, list[InputSource]]:
+    """Normalise the ``files`` argument to ``{language: [input, ...]}`` sorted by language."""
+    grouped: dict[str, list[PathLike]] = {}
     if isinstance(files, Mapping):
         for lang, paths in files.items():
             if not isinstance(lang, str) or not lang or any(c.isspace() or c == "=" for c in lang):
@@ -241,7 +265,7 @@ def _group_files(
                 )
             if isinstance(paths, (str, Path)):
                 paths = [paths]
-            paths = [Path(p) for p in paths]
+            paths = list(paths)  # str kept as given: "hf:NAME" is a dataset, not a path
             if not paths:
                 raise TokenizerError(f"language {lang!r} has no files; expected at least one path")
             grouped.setdefault(lang, []).extend(paths)
@@ -252,7 +276,7 @@ def _group_files(
         )
     else:
         for p in files:
-            grouped.setdefault(language_from_filename(p), []).append(Path(p))
+            grouped.setdefault(language_from_filename(p), []).append(p)
     if not grouped:
         raise TokenizerError("no training files given; expected at least one text file")
     if languages is not None:
@@ -265,12 +289,11 @@ def _group_files(
                 f"files cover {', '.join(sorted(grouped))}"
             )
         grouped = {lang: grouped[lang] for lang in wanted}
-    for paths in grouped.values():
-        for p in paths:
-            if not p.is_file():
-                raise TokenizerError(f"{p}: no such file; expected a UTF-8 text file")
+    # What each input is (text or records), told from its name as prepare tells it.
+    with _as_tokenizer_error():
+        sources = {lang: [input_source(p, "--input") for p in grouped[lang]] for lang in grouped}
     # Sorted so that sampling, and thus the vocabulary, does not depend on argument order.
-    return {lang: grouped[lang] for lang in sorted(grouped)}
+    return {lang: sources[lang] for lang in sorted(sources)}
 
 
 @contextmanager
@@ -282,16 +305,22 @@ def _as_tokenizer_error() -> Iterator[None]:
         raise TokenizerError(str(exc)) from None
 
 
-def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, NFC text)`` for every non-blank line of a UTF-8 file."""
+def _text_lines(source: InputSource, fields: dict[str, str]) -> Iterator[str]:
+    """Every non-blank line of one input, read as ``prepare`` reads it: a text file's lines,
+    or the text field of its records (:func:`~infoxlm.data.record_files.input_line_blocks`)."""
     with _as_tokenizer_error():
-        yield from read_text_lines(path)
+        for block in input_line_blocks(source, fields):
+            yield from (line for line in block.lines if line.strip())  # type: ignore[union-attr]
 
 
-def _count_lines(path: Path) -> int:
-    """Number of non-blank lines (validating UTF-8 on the way)."""
-    with _as_tokenizer_error():
-        return count_text_lines(path)
+def _read_lines(source: InputSource, fields: dict[str, str]) -> Iterator[str]:
+    """The NFC text of every non-blank line of one input."""
+    return (unicodedata.normalize("NFC", line) for line in _text_lines(source, fields))
+
+
+def _count_lines(source: InputSource, fields: dict[str, str]) -> int:
+    """Number of non-blank lines (validating UTF-8 and records on the way)."""
+    return sum(1 for _ in _text_lines(source, fields))
 
 
 def _choose_lines(available: int, wanted: int, seed: int, language: str) -> np.ndarray:
@@ -314,7 +343,8 @@ def _choose_lines(available: int, wanted: int, seed: int, language: str) -> np.n
 
 
 def _iter_sample(
-    by_language: dict[str, list[Path]],
+    by_language: dict[str, list[InputSource]],
+    fields: dict[str, str],
     line_counts: dict[str, int],
     sample_counts: dict[str, int],
     seed: int,
@@ -325,14 +355,14 @@ def _iter_sample(
     again from the start and every line whose index was chosen is emitted (as many times
     as it was chosen).
     """
-    for lang, paths in by_language.items():
+    for lang, sources in by_language.items():
         chosen = _choose_lines(line_counts[lang], sample_counts[lang], seed, lang)
         position = 0  # next entry of `chosen` to serve
         index = 0  # index of the current non-empty line within the language
-        for path in paths:
+        for source in sources:
             if position == len(chosen):
                 break
-            for _, line in _read_lines(path):
+            for line in _read_lines(source, fields):
                 while position < len(chosen) and chosen[position] == index:
                     yield line
                     position += 1

@@ -25,7 +25,7 @@ from typing import Any
 from infoxlm.data.text_files import COMPRESSION_SUFFIXES
 from infoxlm.errors import DataError
 
-__all__ = ["InputSource", "HubDataset", "input_source", "RECORD_KINDS"]
+__all__ = ["InputSource", "HubDataset", "input_source", "record_fields", "RECORD_KINDS"]
 
 PathLike = str | Path
 
@@ -145,6 +145,22 @@ def input_source(spec: PathLike, flag: str, allow_tmx: bool = False) -> InputSou
     if name.endswith(".tmx") and allow_tmx:
         return InputSource("tmx", path)
     return InputSource("text", path)
+
+
+def record_fields(sources: list[InputSource], field: str | None, doc_field: str | None = None) -> dict[str, str]:
+    """The record fields read from monolingual ``sources``: ``{"field": field or "text"}``, with
+    ``doc_field`` if given; ``{}`` when every input is a text file.
+
+    Raises:
+        DataError: ``field`` or ``doc_field`` given, but no input has records.
+    """
+    if not any(source.has_records for source in sources):
+        if field is not None or doc_field is not None:
+            flag = "--field" if field is not None else "--doc-field"
+            raise DataError(f"{flag} names a field of record inputs (JSONL, Parquet, datasets); "
+                            f"{sources[0].label} is a text file")  # fmt: skip
+        return {}
+    return {"field": field or "text", **({"doc_field": doc_field} if doc_field is not None else {})}
 
 
 def _directory_kind(path: Path) -> str:

@@ -66,7 +66,7 @@ from infoxlm.version import __version__
 from infoxlm.data.cleaning import CleaningCounts, clean_lines
 from infoxlm.data.corpus_lock import corpus_lock, remove_stale_partials
 from infoxlm.data.created_paths import CreatedPaths
-from infoxlm.data.inputs import InputSource, input_source
+from infoxlm.data.inputs import InputSource, input_source, record_fields
 from infoxlm.data.languages import canonical_language, language_name, parse_language_pair
 from infoxlm.data.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
 from infoxlm.data.prefetch import prefetch
@@ -82,8 +82,8 @@ from infoxlm.data.store import (
     mono_stream,
     read_json,
 )
-from infoxlm.data.record_files import record_line_blocks, record_pair_blocks
-from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, LineBlock, iter_line_blocks
+from infoxlm.data.record_files import input_line_blocks, record_pair_blocks
+from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, LineBlock
 from infoxlm.data.tmx import read_tmx_pairs
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer
@@ -184,7 +184,7 @@ def prepare_monolingual(
     if shard is not None:
         plan = plan_shard([source.path for source in _text_only(sources, shard, dedup)], shard)
     job = _Job("mono", language, sources, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup, plan)
-    job.fields = _mono_fields(sources, field, doc_field)
+    job.fields = record_fields(sources, field, doc_field)
     job.extra_meta = {"language": language, "language_name": language_name(language)}
     return job.run(force, show_progress, _write_monolingual)
 
@@ -305,17 +305,6 @@ def _input_sources(inputs: Sequence[PathLike] | PathLike) -> list[InputSource]:
     if len(kinds) > 1:  # progress counts records for hf: and bytes for files: one or the other
         raise DataError("hf: datasets and files cannot be read by one prepare; expected one kind of --input")
     return sources
-
-
-def _mono_fields(sources: list[InputSource], field: str | None, doc_field: str | None) -> dict[str, str]:
-    """The record fields read (recorded in the options), or {} when every input is text."""
-    if not any(source.has_records for source in sources):
-        if field is not None or doc_field is not None:
-            flag = "--field" if field is not None else "--doc-field"
-            raise DataError(f"{flag} names a field of record inputs (JSONL, Parquet, datasets); "
-                            f"{sources[0].label} is a text file")  # fmt: skip
-        return {}
-    return {"field": field or "text", **({"doc_field": doc_field} if doc_field is not None else {})}
 
 
 def _parallel_input(spec: PathLike) -> InputSource:
@@ -601,16 +590,11 @@ def _mono_line_blocks(job: _Job) -> Iterator[tuple[Path | str, Iterator[LineBloc
     files and records alike; a shard's file parts only."""
     if job.plan is not None:
         for part in job.plan.parts:
-            yield part.path, iter_line_blocks(part.path, job.block_bytes, job.skip_invalid, **part.read_options()), part
+            source = InputSource("text", part.path)
+            yield part.path, input_line_blocks(source, {}, job.block_bytes, job.skip_invalid, **part.read_options()), part
         return
     for source in job.inputs:
-        if source.has_records:
-            blocks = record_line_blocks(
-                source, job.fields["field"], job.fields.get("doc_field"), job.block_bytes, job.skip_invalid
-            )
-        else:
-            blocks = iter_line_blocks(source.path, job.block_bytes, job.skip_invalid)
-        yield source.label, blocks, None
+        yield source.label, input_line_blocks(source, job.fields, job.block_bytes, job.skip_invalid), None
 
 
 def _read_monolingual(

@@ -6,9 +6,11 @@ and tokenizes both alike, so the same text in any format makes the same corpus):
 * :func:`record_line_blocks` -- one field of every record as :class:`~infoxlm.data.
   text_files.LineBlock` s. A value is a line of text; a value holding newlines is several
   lines, and a blank one among them ends a document, as in a text file. A blank value or
-  ``null`` reads as a blank line (skipped, counted as empty, ends a document). With a
+  ``null`` reads as a blank line (it ends a document). With a
   document field, a change of its value ends a document too (read as a blank line, so the
   counts equal those of the same text file with blank lines between documents).
+* :func:`input_line_blocks` -- any monolingual input, text file or records, as line blocks:
+  the one way ``prepare`` and ``tokenizer train`` read an input;
 * :func:`record_pair_blocks` -- two fields as :class:`~infoxlm.data.parallel_text.PairBlock`
   s; newlines inside a value become spaces, ``null`` an empty side (the pair is skipped).
 
@@ -44,7 +46,7 @@ from infoxlm.data.parallel_text import PairBlock
 from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, LineBlock, iter_line_blocks
 from infoxlm.errors import DataError
 
-__all__ = ["record_line_blocks", "record_pair_blocks", "require_package"]
+__all__ = ["input_line_blocks", "record_line_blocks", "record_pair_blocks", "require_package"]
 
 # Rows per batch from Parquet and Hub datasets: a few MB of text for sentences or paragraphs.
 BATCH_ROWS = 4096
@@ -88,6 +90,25 @@ class _RecordBatch:
 # --------------------------------------------------------------------------------------
 # Records -> line blocks / pair blocks
 # --------------------------------------------------------------------------------------
+
+
+def input_line_blocks(
+    source: InputSource,
+    fields: dict[str, str],
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    skip_invalid: bool = False,
+    **read_options: Any,
+) -> Iterator[LineBlock]:
+    """The lines of one monolingual input: a text file's lines, or the ``fields["field"]``
+    values of its records (``fields["doc_field"]`` ending documents), blank lines included.
+
+    ``fields`` is what :func:`~infoxlm.data.inputs.record_fields` gives for the inputs;
+    ``read_options`` (a byte or line range) apply to text files only.
+    """
+    if source.has_records:
+        return record_line_blocks(source, fields["field"], fields.get("doc_field"), block_bytes, skip_invalid)
+    assert source.path is not None
+    return iter_line_blocks(source.path, block_bytes, skip_invalid, **read_options)
 
 
 def record_line_blocks(
