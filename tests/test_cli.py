@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -27,7 +28,8 @@ _IMPORT_PROBE = """
 import sys
 from infoxlm.cli import main
 for argv in (["--version"], ["--help"], ["pretrain", "--help"], ["pretrain", "--preset", "nope"],
-             ["prepare", "show", "--help"], ["bench", "--size", "huge"], ["tokenizer", "train", "--help"]):
+             ["prepare", "show", "--help"], ["bench", "--size", "huge"], ["tokenizer", "train", "--help"],
+             ["pretrain", "--preset", "test", "--steps", "10"]):
     try:
         main(argv)
     except SystemExit:
@@ -41,6 +43,44 @@ def test_help_version_and_argument_errors_import_no_torch():
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[]"  # after the help texts
     assert "invalid choice: 'nope'" in result.stderr and "invalid choice: 'huge'" in result.stderr
+    assert "did you mean --max-steps?" in result.stderr
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["pretrain", "--preset", "test", "--steps", "10", "--data", "s", "--output", "r"],
+     "infoxlm pretrain: error: unrecognized arguments: --steps 10; did you mean --max-steps? (see infoxlm pretrain --help)"),
+    (["eval", "tatoeba", "--model", "m", "--data", "d", "--output", "o.json", "--layers=all"],
+     "infoxlm eval tatoeba: error: unrecognized arguments: --layers=all; did you mean --layer? (see infoxlm eval tatoeba --help)"),
+    (["pretrain", "--ouput", "r"],
+     "infoxlm pretrain: error: unrecognized arguments: --ouput r; did you mean --output? (see infoxlm pretrain --help)"),
+    (["pretrain", "--lr", "3"], "infoxlm pretrain: error: unrecognized arguments: --lr 3 (see infoxlm pretrain --help)"),
+    (["pretrian"], "did you mean 'pretrain'? (see infoxlm --help)"),
+    (["pretrain", "--preset", "bse"], "(choose from 'base', 'demo', 'large', 'scratch-base', 'test', 'xl', 'xxl'); did you mean 'base'?"),
+])
+def test_a_mistyped_flag_or_choice_gets_the_nearest_valid_one(argv, message, capsys):
+    """The subcommand's parser reports its own unknown flags (argparse would have the top-level
+    parser say it, knowing none of them), with the nearest of its options."""
+    from infoxlm.cli import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and message in err, err
+
+
+@pytest.mark.slow  # a real `infoxlm` subprocess
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly():
+    """`infoxlm … | head`: the command ends as Unix tools end (status 141, nothing on stderr),
+    not with 'infoxlm: error: broken pipe'."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first write
+    try:
+        result = subprocess.run([sys.executable, "-m", "infoxlm", "pretrain", "--preset", "test", "--print-config"],
+                                stdout=write_end, stderr=subprocess.PIPE, timeout=300)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr.decode()) == (141, "")
 
 
 def test_the_parsers_offer_the_registries_names():

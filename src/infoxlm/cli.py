@@ -4,7 +4,8 @@ Each subcommand lives beside the code it drives and registers itself here; only 
 work are listed. Errors caused by the user's input (``InfoXLMError``) and failures of the file
 system (``OSError``: a missing file, no permission, no space left) are printed on one line and
 exit with status 1, never as a traceback; this function is the one place that does it for every
-command.
+command. A reader that closes the pipe early (``infoxlm prepare inspect --json | head``) ends
+the command quietly with status 141, as Unix tools end.
 
 Building the parsers imports no torch (nor anything that does): each command's handler imports
 its implementation when it runs. torch takes seconds to import, torch._dynamo seconds more, and
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import select
 import sys
 from pathlib import Path
 
@@ -147,9 +149,16 @@ def describe_os_error(err: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        args = build_parser().parse_args(argv)
+        status = args.func(args)
+        sys.stdout.flush()  # a reader that left shows here, not in the interpreter's exit
+        return status
+    except BrokenPipeError as err:
+        if not stdout_reader_left():
+            print(f"infoxlm: error: {describe_os_error(err)}", file=sys.stderr)
+            return 1
+        return end_quietly_on_closed_pipe()
     except InfoXLMError as err:
         print(f"infoxlm: error: {err}", file=sys.stderr)
         return 1
@@ -159,6 +168,32 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("infoxlm: interrupted", file=sys.stderr)
         return 130
+
+
+SIGPIPE_STATUS = 128 + 13  # what a shell reports for a tool killed by SIGPIPE (`yes | head`)
+
+
+def stdout_reader_left() -> bool:
+    """Whether standard output is a pipe whose reading end is closed (``infoxlm … | head``
+    after head has exited): poll reports POLLERR on the writing end of such a pipe."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)  # POLLERR is reported whatever the mask
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (AttributeError, ValueError, OSError):  # no poll (Windows), stdout closed or replaced
+        return True
+
+
+def end_quietly_on_closed_pipe() -> int:
+    """End as Unix tools do when their reader has gone: no message, status 141. Standard
+    output is pointed at /dev/null first, so that the interpreter's own flush at exit does not
+    fail again and print "Exception ignored … BrokenPipeError" (as the Python docs advise)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, ValueError, OSError):
+        pass
+    return SIGPIPE_STATUS
 
 
 if __name__ == "__main__":

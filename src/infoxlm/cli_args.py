@@ -10,6 +10,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
+from collections.abc import Iterable
 
 # The names the parsers offer as choices, written out here because the registries that define
 # them (train/config.py's presets, bench/sizes.py's sizes, data/pipeline.py's objectives)
@@ -55,8 +58,71 @@ def positive_float(text: str) -> float:
 
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line (``infoxlm embed: error: …``) instead
-    of the usage block followed by the error; ``--help`` still shows the usage. Subcommand
-    parsers are made of the same class."""
+    of the usage block followed by the error, with the nearest valid option or choice
+    suggested for a mistyped one; ``--help`` still shows the usage. Subcommand parsers are
+    made of the same class.
+
+    An unrecognized argument is reported by the parser that owns it: argparse lets the
+    subcommand's parser pass what it does not know up to the top-level one, which knows none
+    of the subcommand's options, so the innermost parser to see it marks the namespace.
+    """
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(namespace, _UNRECOGNIZED_BY):
+            setattr(namespace, _UNRECOGNIZED_BY, self)  # the innermost parser sees them first
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        owner = vars(namespace).pop(_UNRECOGNIZED_BY, self)
+        if extras:
+            owner.error(unrecognized_message(extras, owner._option_string_actions))
+        return namespace
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {message}{_choice_hint(message)} (see {self.prog} --help)\n")
+
+
+_UNRECOGNIZED_BY = "_infoxlm_unrecognized_by"  # namespace attribute: the parser to report extras
+
+
+def unrecognized_message(extras: list[str], options: Iterable[str]) -> str:
+    """argparse's message for ``extras``, with the nearest option for each mistyped flag.
+
+    >>> unrecognized_message(["--steps", "10"], ["--help", "--max-steps", "--set", "--stop-at"])
+    'unrecognized arguments: --steps 10; did you mean --max-steps?'
+    """
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    guesses = [nearest_option(word, options) for word in extras if word.startswith("--")]
+    guesses = list(dict.fromkeys(g for g in guesses if g))
+    return message + (f"; did you mean {' or '.join(guesses)}?" if guesses else "")
+
+
+def nearest_option(word: str, options: Iterable[str]) -> str | None:
+    """The long option ``word`` (``--name`` or ``--name=value``) was most likely meant to be:
+    one whose name contains it or is contained in it (``--steps`` → ``--max-steps``,
+    ``--layers`` → ``--layer``), else the closest spelling (``--ouput`` → ``--output``).
+
+    >>> nearest_option("--ouput=x", ["--output", "--init"]), nearest_option("--lr", ["--help"])
+    ('--output', None)
+    """
+    name = word.split("=", 1)[0].lstrip("-").lower()
+    names = {option[2:]: option for option in options if option.startswith("--")}
+    if len(name) >= 3:
+        related = [n for n in names if name in n or n in name]
+        if related:
+            return names[max(related, key=lambda n: difflib.SequenceMatcher(None, name, n).ratio())]
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
+    return names[close[0]] if close else None
+
+
+def _choice_hint(message: str) -> str:
+    """'; did you mean 'pretrain'?' after argparse's "invalid choice: 'pretrian' (choose from
+    'pretrain', …)" when one choice is close; else nothing."""
+    found = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+    if found is None:
+        return ""
+    choices = re.findall(r"'([^']*)'", found.group(2))
+    close = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
