@@ -78,3 +78,16 @@ def tiny_model_dir(tmp_path_factory):
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig.preset("tiny", vocab_size=tokenizer.vocab_size))
     return encoder.save_pretrained(root / "model", tokenizer)
+
+
+@pytest.fixture
+def offline_hub(tmp_path, monkeypatch):
+    """The Hugging Face Hub out of reach (HF_DATASETS_OFFLINE) and an empty datasets cache,
+    whose path this returns: every hf: input is then refused as not downloaded."""
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    return tmp_path / "hf-cache"

@@ -62,6 +62,15 @@ def test_bad_files_are_named(tmp_path):
 
 
 @pytest.mark.slow
+def test_hf_data_offline_and_not_cached_is_refused_as_prepare_refuses(offline_hub):
+    with pytest.raises(EvalDataError) as error:
+        load_pairs("hf:xtreme", "deu")
+    assert str(error.value) == (
+        f"hf:xtreme (config 'tatoeba.deu', split 'validation'): not in the local cache ({offline_hub}) and "
+        "offline (HF_DATASETS_OFFLINE is set); expected a dataset downloaded before, with network access"
+    )
+
+
 def test_command_writes_json_and_the_layerwise_png(tiny_model_dir, tmp_path):
     write_laser(tmp_path / "data", "deu", TINY_TEXT["de"], TINY_TEXT["en"])
     write_laser(tmp_path / "data", "rus", TINY_TEXT["ru"], TINY_TEXT["en"])

@@ -109,5 +109,15 @@ def test_hugging_face_xnli(monkeypatch):
     with pytest.raises(XNLIDataError, match="label -1"):
         load_xnli_hf("test", ["fr"])
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
-    with pytest.raises(XNLIDataError, match="needs the `datasets` package"):
-        load_xnli_hf("test", ["de"])
+    with pytest.raises(XNLIDataError, match=r"needs the datasets package; pip install 'infoxlm\[hf-datasets\]'"):
+        load_xnli_hf("test", ["de"])  # as prepare says it
+
+
+def test_hugging_face_xnli_offline_and_not_cached_is_refused_as_prepare_refuses(offline_hub):
+    """datasets itself says "BuilderConfig 'en' not found" then; prepare's loader says what is wrong."""
+    with pytest.raises(XNLIDataError) as error:
+        load_xnli_hf("train", ["en"])
+    assert str(error.value) == (
+        f"hf:xnli (config 'en', split 'train'): not in the local cache ({offline_hub}) and offline "
+        "(HF_DATASETS_OFFLINE is set); expected a dataset downloaded before, with network access"
+    )

@@ -62,3 +62,15 @@ def test_tiny_xnli_run_learns_and_writes_results(tiny_model_dir, tmp_path):
     assert "| run | en | de | Avg | gap |" in md and "**mean of 2**" in md
     assert (tmp_path / "run" / "seed-3" / "model" / "model.safetensors").is_file()
     assert (tmp_path / "run" / "seed-4" / "model" / "tokenizer.json").is_file()
+
+
+def test_finetune_on_hf_xnli_offline_and_not_cached_says_so_in_one_line(tiny_model_dir, tmp_path, offline_hub, capsys):
+    from infoxlm.cli import main
+
+    args = ["finetune", "xnli", "--model", str(tiny_model_dir), "--data", "hf:xnli", "--setting", "cross-lingual-transfer",
+            "--output", str(tmp_path / "run")]
+    assert main(args) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"infoxlm: error: hf:xnli (config 'en', split 'train'): not in the local cache ({offline_hub}) and offline "
+        "(HF_DATASETS_OFFLINE is set); expected a dataset downloaded before, with network access"
+    )

@@ -44,9 +44,9 @@ from typing import Any
 from infoxlm.data.inputs import HubDataset, InputSource
 from infoxlm.data.parallel_text import PairBlock
 from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, LineBlock, iter_line_blocks
-from infoxlm.errors import DataError
+from infoxlm.errors import DataError, InfoXLMError
 
-__all__ = ["input_line_blocks", "record_line_blocks", "record_pair_blocks", "require_package"]
+__all__ = ["input_line_blocks", "load_hub_dataset", "record_line_blocks", "record_pair_blocks", "require_package"]
 
 # Rows per batch from Parquet and Hub datasets: a few MB of text for sentences or paragraphs.
 BATCH_ROWS = 4096
@@ -367,7 +367,7 @@ def _saved_dataset_files(path: Path) -> list[Path]:
 def _hub_batches(dataset: HubDataset, text_fields: list[str], doc_field: str | None) -> Iterator[_RecordBatch]:
     """Rows of a Hub dataset, streamed; offline, from the local cache. Progress: records."""
     fields = _fields(text_fields, doc_field)
-    rows = iter(_load_hub_dataset(dataset))
+    rows = iter(load_hub_dataset(dataset))
     row = 0
     while True:
         try:
@@ -386,23 +386,38 @@ def _hub_batches(dataset: HubDataset, text_fields: list[str], doc_field: str | N
         row += len(chunk)
 
 
-def _load_hub_dataset(dataset: HubDataset) -> Any:
-    datasets = require_package("datasets", "hf: datasets")
+def load_hub_dataset(dataset: HubDataset, *, streaming: bool = True, error: type[InfoXLMError] = DataError) -> Any:
+    """``datasets.load_dataset`` of an ``hf:`` input: streamed (``prepare`` reads it once), or
+    downloaded and cached (evaluation and fine-tuning data, read again by every run).
+
+    Every command that reads ``hf:`` data loads it here, so that each says the same thing
+    when it fails: offline (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE, or no network) a dataset
+    downloaded before is read from the local cache, and one that is not there is one line
+    naming the dataset, how its name was read, the cache and why the Hub is out of reach,
+    instead of whatever ``datasets`` raises then (``BuilderConfig 'en' not found``).
+    Messages are raised as ``error`` (the calling command's kind of DataError).
+    """
     try:
-        return datasets.load_dataset(dataset.name, dataset.config, split=dataset.split, streaming=True)
+        datasets = require_package("datasets", "hf: datasets")
+    except DataError as err:
+        raise error(str(err)) from None
+    kwargs = {"streaming": True} if streaming else {}
+    try:
+        return datasets.load_dataset(dataset.name, dataset.config, split=dataset.split, **kwargs)
     except Exception as exc:  # unknown name, config or split; no network
-        error = exc
-    offline = _offline_reason(datasets, error)
+        failure = exc
+    offline = _offline_reason(datasets, failure)
     if offline is None:
-        raise DataError(
-            f"{dataset} ({dataset.reading}): cannot load it ({_first_line(error)}); expected a dataset on the Hugging Face Hub"
+        raise error(
+            f"{dataset} ({dataset.reading}): cannot load it ({_first_line(failure)}); expected a dataset on the Hugging Face Hub"
         )
-    try:  # offline: a dataset downloaded before is in the local cache
-        return datasets.load_dataset(dataset.name, dataset.config, split=dataset.split)
-    except Exception:
-        pass
-    cache = getattr(datasets.config, "HF_DATASETS_CACHE", "the datasets cache")
-    raise DataError(
+    if streaming:
+        try:  # offline: a dataset downloaded before is in the local cache
+            return datasets.load_dataset(dataset.name, dataset.config, split=dataset.split)
+        except Exception:
+            pass
+    cache = getattr(getattr(datasets, "config", None), "HF_DATASETS_CACHE", "the datasets cache")
+    raise error(
         f"{dataset} ({dataset.reading}): not in the local cache ({cache}) and offline ({offline}); "
         "expected a dataset downloaded before, with network access"
     )
@@ -414,7 +429,7 @@ def _offline_reason(datasets: ModuleType, error: BaseException) -> str | None:
     for variable in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
         if os.environ.get(variable, "").upper() in ("1", "ON", "YES", "TRUE"):
             return f"{variable} is set"
-    if getattr(datasets.config, "HF_HUB_OFFLINE", False):
+    if getattr(getattr(datasets, "config", None), "HF_HUB_OFFLINE", False):
         return "HF_HUB_OFFLINE is set"
     seen: BaseException | None = error
     while seen is not None:

@@ -22,6 +22,8 @@ from typing import Sequence
 import numpy as np
 
 from ..embedding import embed_layers
+from ..data.inputs import HubDataset
+from ..data.record_files import load_hub_dataset
 from ..data.text_files import iter_lines
 from ..errors import DataError, EvalDataError
 from ..model.encoder import Encoder
@@ -123,14 +125,8 @@ def load_pairs(data: str, code: str) -> tuple[list[str], list[str]]:
 
 def _load_hf(name: str, code: str) -> tuple[list[str], list[str]]:
     """The Hugging Face ``xtreme`` schema: config ``tatoeba.{code}``, source_sentence / target_sentence."""
-    try:
-        import datasets
-    except ImportError:
-        raise EvalDataError("hf: data needs the `datasets` package (pip install datasets)") from None
-    try:
-        split = datasets.load_dataset(name, f"tatoeba.{code}", split="validation")
-    except Exception as err:  # offline and not cached, unknown config, …: one message for all
-        raise EvalDataError(f"hf:{name} tatoeba.{code}: cannot load ({type(err).__name__}: {err})") from None
+    dataset = HubDataset(name, f"tatoeba.{code}", "validation", spec=f"hf:{name}")
+    split = load_hub_dataset(dataset, streaming=False, error=EvalDataError)  # as prepare loads hf: inputs
     return list(split["source_sentence"]), list(split["target_sentence"])
 
 

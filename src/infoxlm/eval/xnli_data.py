@@ -23,6 +23,8 @@ import warnings
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
+from ..data.inputs import HubDataset
+from ..data.record_files import load_hub_dataset
 from ..errors import EvalDataError
 
 XNLI_LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
@@ -156,20 +158,16 @@ def load_xnli_split(root: str | Path, split: str, languages: Iterable[str] | Non
 
 def load_xnli_hf(split: str, languages: Iterable[str] | None = None, name: str = "xnli") -> dict[str, list[NLIExample]]:
     """The Hugging Face ``xnli`` dataset, one config per language; ``split`` train, dev
-    (= validation) or test. Needs ``datasets`` and the data (cached or downloadable)."""
+    (= validation) or test. Needs ``datasets`` and the data (cached or downloadable; see
+    ``load_hub_dataset`` for what offline means)."""
     split = {"dev": "validation"}.get(split, split)
     if split not in ("train", "validation", "test"):
         raise XNLIDataError(f"XNLI split {split!r}: expected train, dev (validation) or test")
-    try:
-        import datasets
-    except ImportError:
-        raise XNLIDataError("hf:xnli needs the `datasets` package (pip install datasets)") from None
     out = {}
     for lang in check_languages(languages):
-        try:
-            rows = datasets.load_dataset(name, lang, split=split)
-        except Exception as err:  # datasets raises many kinds (offline, missing config, …)
-            raise XNLIDataError(f"hf:{name} {lang} {split}: cannot load ({type(err).__name__}: {err})") from None
+        # Loaded (and refused, offline and not cached) as prepare loads its hf: inputs.
+        dataset = HubDataset(name, lang, split, spec=f"hf:{name}")
+        rows = load_hub_dataset(dataset, streaming=False, error=XNLIDataError)
         examples = []
         for i, row in enumerate(rows):
             if row["label"] not in (0, 1, 2):
