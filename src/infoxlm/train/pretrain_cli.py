@@ -154,7 +154,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
             stop_at=args.stop_at,
         )
     except RunStopped:
-        return 0  # stopped with its checkpoint, as asked (the run said why in one line)
+        return _end_worker(0)  # stopped with its checkpoint, as asked (the run said why in one line)
     except KeyboardInterrupt:
         # The checkpoints are complete and synced, the logs closed: end now, without the
         # interpreter's teardown, where a library thread left mid-operation by the interrupt
@@ -162,7 +162,23 @@ def run_pretrain(args: argparse.Namespace) -> int:
         print("infoxlm: interrupted", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(130)
-    return 0
+    return _end_worker(0)
+
+
+def _end_worker(status: int) -> int:
+    """A process torchrun started ends here with ``status``, without the interpreter's teardown.
+
+    Its run is complete (every rank passed the last barrier, checkpoints and logs are closed),
+    but freeing the process group's objects at exit can deadlock: the main thread, holding
+    the interpreter lock, waits for gloo's background thread, which waits for that lock to
+    free an old collective's tensors. The worker then ignores SIGTERM and torchrun waits on
+    it for good (seen in about 1 of 8 restarted runs). A single process returns normally.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return status
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def run_export(args: argparse.Namespace) -> int:
