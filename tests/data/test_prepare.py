@@ -112,6 +112,7 @@ def test_round_trip_text_store_text(tmp_path, xlmr, suffix):
         "lines": 10,
         "documents": 3,  # blank lines at 6 and 10 split the file
         "tokens": corpus.num_tokens,
+        "unk_tokens": 0,  # XLM-R's vocabulary covers every script
         "input_lines": len(RAW),
     }
     assert meta["skipped"] == {"empty": 2, "invalid_utf8": 0, "no_tokens": 0}

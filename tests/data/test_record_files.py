@@ -175,7 +175,8 @@ def test_parallel_records_give_the_store_of_two_files(tmp_path, tiny_model_dir, 
 
 def test_fields_and_directory_files_are_part_of_the_fingerprint(tmp_path, tiny_model_dir, capsys):
     inputs = mono_inputs(tmp_path)
-    write_jsonl(tmp_path / "two.jsonl", [{"text": "Hallo", "body": "Die Katze."}])
+    # Text the tokenizer covers: a high <unk> rate would add a warning to the output.
+    write_jsonl(tmp_path / "two.jsonl", [{"text": "Öffne die Datei.", "body": "Die Katze."}])
     args = ["prepare", "mono", "--lang", "de", "--tokenizer", tiny_model_dir, "--output", tmp_path / "s", "--input"]
     assert prepare(capsys, *args, tmp_path / "two.jsonl")[1].startswith("de: 1 lines")
     assert prepare(capsys, *args, tmp_path / "two.jsonl")[1].strip() == "de: up to date"

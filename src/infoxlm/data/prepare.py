@@ -40,7 +40,7 @@ Example::
 
     >>> result = prepare_monolingual("de", ["de.txt"], "tok/", "store/")   # doctest: +SKIP
     >>> print(result.summary())                                           # doctest: +SKIP
-    de: 1,000 lines in 12 documents, 23,456 tokens -> store/mono/de
+    de: 1,000 lines in 12 documents, 23,456 tokens, <unk> 0.00 % -> store/mono/de
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ from infoxlm.data.store import (
 from infoxlm.data.record_files import input_line_blocks, record_pair_blocks
 from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, LineBlock
 from infoxlm.data.tmx import read_tmx_pairs
+from infoxlm.data.unknown_tokens import count_unk, format_unk_rates, unk_rates, unk_warnings
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer
 
@@ -127,12 +128,18 @@ class PrepareResult:
             text = f"{self.name}: {counts['lines']:,} lines in {counts['documents']:,} documents, "
         else:
             text = f"{self.name}: {counts['pairs']:,} pairs, "
-        text += f"{counts['tokens']:,} tokens"
+        rates = {rate.language: rate.rate for rate in unk_rates(self.meta)}
+        text += f"{counts['tokens']:,} tokens, <unk> {format_unk_rates(rates)}"
         skipped = {reason: n for reason, n in self.meta["skipped"].items() if n}
         if skipped:
             text += " (skipped " + ", ".join(f"{reason} {n:,}" for reason, n in skipped.items()) + ")"
         shard = self.meta.get("shard")
         return text + f" -> {self.path}" + (f" (shard {shard['index']}/{shard['count']})" if shard else "")
+
+    def warnings(self) -> list[str]:
+        """One line for each language of the corpus whose ``<unk>`` rate is above 1 %: text the
+        tokenizer does not cover (:mod:`~infoxlm.data.unknown_tokens`)."""
+        return unk_warnings(self.name, unk_rates(self.meta))
 
 
 # --------------------------------------------------------------------------------------
@@ -664,7 +671,7 @@ def _write_monolingual_blocks(
     job: _Job, writer: CorpusWriter, progress: tqdm, encoded: Iterator[tuple[_MonoBlock, list[list[int]]]]
 ) -> None:
     stats, limit = job.stats, job.max_line_tokens
-    num_lines = num_tokens = num_documents = stream_length = 0
+    num_lines = num_tokens = num_documents = stream_length = num_unk = 0
     pending_start = False  # a document boundary not yet given to a line with tokens
     # A block's lines wait until the next line with tokens says whether the last of them
     # ends a document (and so gets a second </s>): (ids per line, ends-a-document per line).
@@ -673,8 +680,9 @@ def _write_monolingual_blocks(
     writer.append("tokens.u32", np.zeros(0), TOKEN_DTYPE)  # exists also for an empty shard
 
     def write_held() -> None:
-        nonlocal stream_length
+        nonlocal stream_length, num_unk
         stream, line_ends = mono_stream(*held)
+        num_unk += count_unk(stream)
         writer.append("tokens.u32", stream, TOKEN_DTYPE)
         writer.append("lines.i64", stream_length + line_ends, OFFSET_DTYPE)
         stream_length += len(stream)
@@ -719,7 +727,7 @@ def _write_monolingual_blocks(
         held[1][-1] = True  # the input's end ends the last document
         write_held()
     writer.append("docs.i64", np.asarray([num_lines]), OFFSET_DTYPE)
-    stats.counts = {"lines": num_lines, "documents": num_documents, "tokens": num_tokens}
+    stats.counts = {"lines": num_lines, "documents": num_documents, "tokens": num_tokens, "unk_tokens": num_unk}
 
 
 # --------------------------------------------------------------------------------------
@@ -790,6 +798,7 @@ def _write_pair_blocks(
     stats, limit = job.stats, job.max_line_tokens
     num_pairs = 0
     num_tokens = {"src": 0, "tgt": 0}
+    num_unk = {"src": 0, "tgt": 0}
     for side in ("src", "tgt"):
         writer.append(f"{side}.lines.i64", np.zeros(1), OFFSET_DTYPE)
         writer.append(f"{side}.tokens.u32", np.zeros(0), TOKEN_DTYPE)  # exists also for an empty shard
@@ -806,7 +815,9 @@ def _write_pair_blocks(
         for side, side_pieces in pieces.items():
             lengths = np.fromiter(map(len, side_pieces), dtype=np.int64, count=len(side_pieces))
             total = int(lengths.sum())
-            writer.append(f"{side}.tokens.u32", _flatten(side_pieces, total), TOKEN_DTYPE)
+            tokens = _flatten(side_pieces, total)
+            num_unk[side] += count_unk(tokens)
+            writer.append(f"{side}.tokens.u32", tokens, TOKEN_DTYPE)
             writer.append(f"{side}.lines.i64", num_tokens[side] + np.cumsum(lengths), OFFSET_DTYPE)
             num_tokens[side] += total
         num_pairs += len(pieces["src"])
@@ -819,6 +830,8 @@ def _write_pair_blocks(
         "src_tokens": num_tokens["src"],
         "tgt_tokens": num_tokens["tgt"],
         "tokens": num_tokens["src"] + num_tokens["tgt"],
+        "src_unk_tokens": num_unk["src"],
+        "tgt_unk_tokens": num_unk["tgt"],
     }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from infoxlm.data.merge import merge_stores
@@ -218,7 +219,13 @@ def run_prepare_mono(args: argparse.Namespace) -> int:
         shard=parse_shard(args.shard) if args.shard is not None else None,
     )
     print(result.summary())
+    _warn(result.warnings())
     return 0
+
+
+def _warn(lines: list[str]) -> None:
+    for line in lines:  # e.g. text the tokenizer does not cover: a high <unk> rate
+        print(line, file=sys.stderr)
 
 
 def run_prepare_parallel(args: argparse.Namespace) -> int:
@@ -242,6 +249,7 @@ def run_prepare_parallel(args: argparse.Namespace) -> int:
         shard=parse_shard(args.shard) if args.shard is not None else None,
     )
     print(result.summary())
+    _warn(result.warnings())
     return 0
 
 
@@ -249,6 +257,7 @@ def run_prepare_merge(args: argparse.Namespace) -> int:
     for result in merge_stores(args.output, args.stores, show_progress=not args.no_progress):
         shards = result.meta.get("merged_from", {}).get("shards")
         print(result.summary() + (f" (from {shards} shards)" if shards else " (copied)"))
+        _warn(result.warnings())
     return 0
 
 
@@ -265,4 +274,5 @@ def run_prepare_inspect(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         print(format_report(report))
+    _warn(report["warnings"])
     return 0

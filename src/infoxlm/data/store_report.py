@@ -10,7 +10,9 @@ pair: the paper's unit and training's default) or, with ``unit="tokens"``, its t
 both sides, for a pair). For each language it also counts the MMLM blocks training cuts
 (:func:`~infoxlm.data.examples.pack_whole_lines`, for a ``block_size``) and the short ones, under
 half a block: a block is drawn as often as any other, so a corpus with many is trained on many
-near-empty examples. The report is
+near-empty examples. Each corpus's ``<unk>`` rate comes from its meta.json
+(:mod:`~infoxlm.data.unknown_tokens`; None for a corpus prepared before it was counted), and
+``warnings`` holds a line for each language above 1 %. The report is
 produced only for a complete store: a missing ``store.json``, no corpus at all, no
 ``tokenizer/`` copy, a ``.partial-*`` leftover of an interrupted prepare or a damaged corpus
 raise :class:`~infoxlm.data.store.StoreError` instead.
@@ -27,6 +29,7 @@ import numpy as np
 from infoxlm.data.examples import pack_whole_lines
 from infoxlm.data.sampling import SAMPLING_UNITS, check_alpha, language_probabilities
 from infoxlm.data.store import TOKENIZER_DIR, MonoCorpus, ParallelCorpus, StoreError, TokenStore
+from infoxlm.data.unknown_tokens import format_unk_rates, unk_rates, unk_warnings
 from infoxlm.errors import DataError
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_BLOCK_SIZE", "block_counts", "corpus_checksum", "format_report", "store_report"]
@@ -104,6 +107,8 @@ def store_report(
             "lines": corpus.num_lines,
             "documents": corpus.num_documents,
             "tokens": corpus.num_tokens,
+            "unk_tokens": corpus.meta.get("counts", {}).get("unk_tokens"),
+            "unk_rate": unk_rates(corpus.meta)[0].rate,
             "skipped": corpus.meta.get("skipped", {}),
             **block_counts(corpus, block_size),
             **({"checksum": corpus_checksum(corpus)} if checksums else {}),
@@ -116,11 +121,15 @@ def store_report(
             "src_tokens": corpus.src.num_tokens,
             "tgt_tokens": corpus.tgt.num_tokens,
             "tokens": corpus.num_tokens,
+            "unk_tokens": {rate.language: rate.unk for rate in unk_rates(corpus.meta)},
+            "unk_rate": {rate.language: rate.rate for rate in unk_rates(corpus.meta)},
             "skipped": corpus.meta.get("skipped", {}),
             **({"checksum": corpus_checksum(corpus)} if checksums else {}),
         }
         for pair, corpus in store.parallel.items()
     }
+    corpora = {**store.mono, **store.parallel}
+    warnings = [line for name, corpus in corpora.items() for line in unk_warnings(name, unk_rates(corpus.meta))]
     for pool, sizes in zip((mono, parallel), store.sampling_sizes(unit)):
         if any(sizes.values()):
             probabilities = language_probabilities(sizes, alpha)
@@ -136,6 +145,7 @@ def store_report(
         + ("lines (mono) / pairs (parallel) of l" if unit == "instances" else "tokens of l"),
         "mono": mono,
         "parallel": parallel,
+        "warnings": warnings,
     }
 
 
@@ -161,7 +171,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"MMLM blocks of {block_size} tokens, short: under {block_size // 2}"
     )
     if report["mono"]:
-        rows = [("lang", "lines", "documents", "tokens", "p", "blocks", "short", "skipped")]
+        rows = [("lang", "lines", "documents", "tokens", "p", "blocks", "short", "<unk>", "skipped")]
         for language, entry in report["mono"].items():
             blocks, short = entry["blocks"], entry["short_blocks"]
             rows.append(
@@ -173,6 +183,7 @@ def format_report(report: dict[str, Any]) -> str:
                     f"{entry.get('probability', 0.0):.4f}",
                     f"{blocks:,}",
                     f"{100 * short / blocks:.1f} %" if blocks else "-",
+                    format_unk_rates({language: entry["unk_rate"]}),
                     _skipped_text(entry["skipped"]),
                 )
             )
@@ -184,7 +195,7 @@ def format_report(report: dict[str, Any]) -> str:
     unit = "tokens (both sides)" if by_tokens else "pairs"
     lines.append(f"Parallel corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in {unit}")
     if report["parallel"]:
-        rows = [("pair", "pairs", "tokens", "p", "skipped")]
+        rows = [("pair", "pairs", "tokens", "p", "<unk>", "skipped")]
         for pair, entry in report["parallel"].items():
             rows.append(
                 (
@@ -192,6 +203,7 @@ def format_report(report: dict[str, Any]) -> str:
                     f"{entry['pairs']:,}",
                     f"{entry['tokens']:,}",
                     f"{entry.get('probability', 0.0):.4f}",
+                    format_unk_rates(entry["unk_rate"]),
                     _skipped_text(entry["skipped"]),
                 )
             )
