@@ -8,7 +8,7 @@ from training_stores import random_documents, write_mono, write_parallel, write_
 
 from infoxlm.data.examples import ExampleBuilder, fair_truncation, pack_whole_lines
 from infoxlm.data.keyed_random import KeyedRandom
-from infoxlm.data.schedule import BlockPlan, PairPlan, plan_mixup
+from infoxlm.data.schedule import BlockPlan, MixupPlan, PairPlan, plan_mixup
 from infoxlm.data.store import StoreError, TokenStore
 
 PAIRS_PER_CORPUS = 40
@@ -284,3 +284,27 @@ def test_a_store_with_an_id_outside_the_vocabulary_is_refused_when_opened_for_tr
     with pytest.raises(StoreError, match=r"en-fr/tgt\.tokens\.u32: token id 50 at position 1 is outside the "
                        r"vocabulary \(size 50\); the corpus is damaged"):  # fmt: skip
         ExampleBuilder(TokenStore.open(root))
+
+
+def test_a_batch_that_gathers_an_id_outside_the_vocabulary_is_refused_naming_the_file_and_position(tmp_path):
+    """A tokens file changed after it was written: its meta.json record, read at open, no longer holds."""
+    root = write_store(tmp_path / "store", vocab_size=50)
+    write_mono(root, "de", [[[5, 6, 7]], [[8, 9]]])  # stream 5 6 7 </s> </s> 8 9 </s> </s>
+    write_parallel(root, "en-de", [([5], [6]), ([7, 8], [9, 10])])
+    for path, position, value in (("mono/de/tokens.u32", 6, 50), ("parallel/en-de/tgt.tokens.u32", 2, 77)):
+        ids = np.fromfile(root / path, dtype="<u4")
+        ids[position] = value
+        ids.tofile(root / path)
+    builder = ExampleBuilder(TokenStore.open(root), block_size=6)  # the records (9, 10) are inside
+    one = np.array([0])
+    assert builder.mmlm(BlockPlan(one, np.array([0]), np.array([0])))[0].tolist() == [0, 5, 6, 7, 2, 2]
+    with pytest.raises(StoreError, match=r"de/tokens\.u32: token id 50 at position 6 is outside the vocabulary "
+                       r"\(size 50\); the corpus is damaged$"):  # fmt: skip
+        builder.mmlm(BlockPlan(np.arange(2), np.array([0, 0]), np.array([0, 1])))
+    tgt = r"en-de/tgt\.tokens\.u32: token id 77 at position 2 is outside the vocabulary \(size 50\)"
+    assert builder.tlm(PairPlan(one, np.array([0]), np.array([0]), np.array([False])))[0].tolist() == [0, 5, 2, 6, 2]
+    with pytest.raises(StoreError, match=tgt):
+        builder.tlm(PairPlan(one, np.array([0]), np.array([1]), np.array([True])))
+    pair = PairPlan(one, np.array([0]), np.array([1]), np.array([False]))
+    with pytest.raises(StoreError, match=tgt):
+        builder.xlco(MixupPlan(pair, None, None, None))

@@ -14,6 +14,7 @@ import random
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from infoxlm.cli import main as infoxlm_main
@@ -79,8 +80,12 @@ def test_two_shards_merge_into_what_one_prepare_writes(tmp_path, tiny_model_dir,
 
     meta = json.loads((merged / "mono/ru/meta.json").read_text())
     single = json.loads((whole / "mono/ru/meta.json").read_text())
-    for key in ("counts", "skipped", "changed", "options", "input_fingerprint", "tokenizer"):
+    for key in ("counts", "skipped", "changed", "options", "input_fingerprint", "tokenizer", "max_token_id"):
         assert meta[key] == single[key], key
+    # The largest id of the merged file, which the shards' records bound (training trusts it).
+    largest = int(np.fromfile(merged / "mono/ru/tokens.u32", dtype="<u4").max())
+    shards = [json.loads((tmp_path / f"part{i}/mono/ru/meta.json").read_text())["max_token_id"] for i in range(2)]
+    assert meta["max_token_id"] == {"tokens.u32": largest} and max(s["tokens.u32"] for s in shards) == largest
     assert meta["merged_from"]["shards"] == 2 and "shard" not in meta
     # The merged corpus is the one prepare of the whole input would write: up to date.
     code, out, _ = _run(capsys, *_mono(tiny_model_dir, "ru", [ru], merged))
@@ -147,6 +152,12 @@ def test_parallel_tsv_and_two_files(tmp_path, tiny_model_dir, capsys):
     assert "en-ru: 39 pairs" in out and "(from 3 shards)" in out
     report = _inspect(capsys, tmp_path / "merged")
     assert report == _inspect(capsys, whole) and report["parallel"]["en-ru"]["skipped"]["empty"] == 1
+    for pair in ("en-ru", "en-de"):
+        recorded = json.loads((tmp_path / "merged/parallel" / pair / "meta.json").read_text())["max_token_id"]
+        assert recorded == json.loads((whole / "parallel" / pair / "meta.json").read_text())["max_token_id"]
+        for side in ("src", "tgt"):
+            ids = np.fromfile(tmp_path / "merged/parallel" / pair / f"{side}.tokens.u32", dtype="<u4")
+            assert recorded[f"{side}.tokens.u32"] == int(ids.max())
 
 
 def test_merge_copies_the_other_corpora(tmp_path, tiny_model_dir, capsys):

@@ -188,6 +188,11 @@ def test_languages_and_pairs_share_one_store(tmp_path, xlmr):
     assert zh.meta["counts"]["pairs"] == 2 and zh.meta["skipped"]["empty"] == 1
     opened.verify(check_token_ids=True)
     assert Tokenizer.from_pretrained(store / "tokenizer").fingerprint == xlmr.fingerprint  # travels with the store
+    # meta.json records each tokens file's largest id (training compares it with the vocabulary).
+    for corpus, files in [(c, [c.lines]) for c in opened.mono.values()] + [(c, [c.src, c.tgt]) for c in opened.parallel.values()]:
+        recorded = {f.tokens_path.name: int(np.asarray(f.tokens).max()) for f in files}
+        assert corpus.meta["max_token_id"] == recorded, corpus.path
+    assert result.meta["max_token_id"] == opened.parallel["en-de"].meta["max_token_id"]  # what prepare returns
 
 
 def test_skip_invalid_counts_instead_of_stopping(tmp_path, xlmr):

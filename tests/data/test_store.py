@@ -112,6 +112,23 @@ def test_writer_leaves_nothing_when_the_block_fails(store_root):
     assert TokenStore.open(store_root).mono["de"].text(0).tolist() == [1, 2]  # the old corpus is intact
 
 
+def test_writer_records_the_largest_id_of_each_token_file_in_meta_json(store_root):
+    write_mono(store_root, lines=((5, 6, 7), (99,), (9, 10)))
+    write_pair(store_root, src=((5, 6), (7,)), tgt=((8,), (9, 10, 11)))
+    with CorpusWriter(store_root.parent / "loose", "parallel", "en-fr") as writer:  # not a whole corpus
+        for values in ([3, 4], [], [12, 1]):  # the max over every append
+            writer.append("src.tokens.u32", np.asarray(values), TOKEN_DTYPE)
+        writer.append("tgt.tokens.u32", np.zeros(0), TOKEN_DTYPE)  # an empty file: no id
+        writer.append("src.lines.i64", np.asarray([0, 2**40]), OFFSET_DTYPE)  # offsets are not ids
+        meta = {"counts": {}}
+        path = writer.commit(meta)
+    store = TokenStore.open(store_root)
+    assert store.mono["de"].meta["max_token_id"] == {"tokens.u32": 99}
+    assert store.parallel["en-de"].meta["max_token_id"] == {"src.tokens.u32": 7, "tgt.tokens.u32": 11}
+    recorded = json.loads((path / "meta.json").read_text())["max_token_id"]
+    assert recorded == {"src.tokens.u32": 12, "tgt.tokens.u32": None} == meta["max_token_id"]  # the caller's too
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [

@@ -10,9 +10,11 @@ import bz2
 import errno
 import gzip
 import io
+import json
 import lzma
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -481,8 +483,9 @@ def test_a_live_prepare_on_another_host_is_not_deleted_and_a_merge_waits_for_it(
 
 
 def test_pretrain_refuses_a_store_with_an_id_outside_the_vocabulary_and_leaves_no_run(tmp_path, capsys):
-    """An id at the vocabulary size (a damaged or foreign tokens.u32) used to end training with
-    `IndexError: index out of range in self`, leaving a run directory."""
+    """An id at the vocabulary size (a foreign tokens.u32) used to end training with
+    `IndexError: index out of range in self`, leaving a run directory. The largest id that
+    meta.json records refuses it when the store is opened, reading no token."""
     from training_stores import VOCAB, build_store
 
     store = tmp_path / "store"
@@ -491,8 +494,31 @@ def test_pretrain_refuses_a_store_with_an_id_outside_the_vocabulary_and_leaves_n
     ids = np.fromfile(tokens, dtype="<u4")
     ids[100] = VOCAB
     ids.tofile(tokens)
+    meta = json.loads((tokens.parent / "meta.json").read_text())
+    meta["max_token_id"]["tokens.u32"] = VOCAB  # as the prepare that wrote these ids records them
+    (tokens.parent / "meta.json").write_text(json.dumps(meta))
     code, err = run_cli(capsys, "pretrain", "--preset", "test", "--data", store, "--output", tmp_path / "run",
                         "--max-steps", "2", "--no-progress")  # fmt: skip
     assert code == 1 and err == [f"infoxlm: error: {tokens}: token id {VOCAB} at position 100 is outside the "
                                  f"vocabulary (size {VOCAB}); the corpus is damaged"], err  # fmt: skip
     assert not (tmp_path / "run").exists()
+
+
+def test_pretrain_stops_in_one_line_at_a_batch_of_a_tokens_file_damaged_after_prepare(tmp_path, capsys):
+    """The file changed after meta.json recorded its largest id: the store opens (reading no
+    token), and the first batch that gathers an id outside the vocabulary ends the run."""
+    from training_stores import VOCAB, build_store
+
+    store = tmp_path / "store"
+    build_store(store)
+    for tokens in store.glob("*/*/*tokens.u32"):  # every id but </s> (line ends stay intact)
+        ids = np.fromfile(tokens, dtype="<u4")
+        ids[ids != 2] = VOCAB + 7
+        ids.tofile(tokens)
+    code, err = run_cli(capsys, "pretrain", "--preset", "test", "--data", store, "--output", tmp_path / "run",
+                        "--max-steps", "2", "--no-progress")  # fmt: skip
+    assert code == 1 and len(err) == 1, err
+    assert re.fullmatch(rf"infoxlm: error: {re.escape(str(store))}/(mono|parallel)/[a-z-]+/(src\.|tgt\.)?tokens\.u32: "
+                        rf"token id {VOCAB + 7} at position \d+ is outside the vocabulary \(size {VOCAB}\); "
+                        "the corpus is damaged", err[0]), err  # fmt: skip
+    assert (tmp_path / "run").is_dir() and not list((tmp_path / "run").glob("checkpoints/*"))

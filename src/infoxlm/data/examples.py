@@ -42,6 +42,7 @@ from .ragged import Ragged, frame, gather_runs, scatter_runs
 from .schedule import BlockPlan, MixupPlan, PairPlan
 from ..special_tokens import BOS_ID, EOS_ID
 from .store import MonoCorpus, ParallelCorpus, TokenStore
+from .token_ids import check_recorded_token_ids, gather_checked
 
 __all__ = ["ExampleBuilder", "MonoBlocks", "fair_truncation", "pack_whole_lines", "BOS_ID", "EOS_ID"]
 
@@ -115,13 +116,18 @@ def pack_whole_lines(line_ends: np.ndarray, capacity: int, chunk: int = 1 << 20)
 
 
 class MonoBlocks:
-    """One language's monolingual stream cut into blocks of whole lines (see the module doc)."""
+    """One language's monolingual stream cut into blocks of whole lines (see the module doc).
 
-    def __init__(self, corpus: MonoCorpus, block_size: int):
+    With ``vocab_size``, :meth:`fill` refuses a block holding an id at or past it (StoreError).
+    """
+
+    def __init__(self, corpus: MonoCorpus, block_size: int, vocab_size: int | None = None):
         if block_size < 3:
             raise ValueError(f"block_size must be >= 3 (<s>, a token, </s>), got {block_size}")
         self.language = corpus.language
         self.tokens = corpus.lines.tokens  # (T,) uint32 stream, memory-mapped
+        self.tokens_path = corpus.lines.tokens_path
+        self.vocab_size = vocab_size
         self.num_tokens = corpus.num_tokens  # text tokens, the separators not counted
         # (B + 1,) stream offsets; the block's <s> takes one of its block_size positions.
         self.block_starts = pack_whole_lines(corpus.lines.offsets, block_size - 1)
@@ -134,7 +140,11 @@ class MonoBlocks:
     def fill(self, out: Ragged, rows: np.ndarray, blocks: np.ndarray, shift: int = 0) -> None:
         """Write block ``blocks[k]`` into sequence ``rows[k]`` of ``out``, from its position ``shift``."""
         lengths = self.lengths(blocks)  # (m,)
-        tokens = gather_runs(self.tokens, self.block_starts[blocks], lengths)  # (Σ lengths,)
+        starts = self.block_starts[blocks]  # (m,)
+        if self.vocab_size is None:
+            tokens = gather_runs(self.tokens, starts, lengths)  # (Σ lengths,)
+        else:
+            tokens = gather_checked(self.tokens, starts, lengths, self.vocab_size, self.tokens_path)
         scatter_runs(out.values, out.offsets[rows] + shift, tokens, lengths)
 
 
@@ -144,6 +154,7 @@ class _ParallelSides:
     def __init__(self, corpus: ParallelCorpus):
         self.pair = corpus.pair
         self.tokens = (np.asarray(corpus.src.tokens), np.asarray(corpus.tgt.tokens))
+        self.paths = (corpus.src.tokens_path, corpus.tgt.tokens_path)
         self.offsets = (np.asarray(corpus.src.offsets), np.asarray(corpus.tgt.offsets))
         self.num_pairs = corpus.num_pairs
         self.num_tokens = corpus.num_tokens
@@ -157,6 +168,9 @@ class ExampleBuilder:
         block_size: MMLM block length, ``<s>`` and ``</s>`` included.
         tlm_max_length: longest TLM sequence, its three specials included.
         xlco_max_length: longest XLCO view, its specials included.
+
+    Raises StoreError (naming the file, the id and the vocabulary size) for a store whose
+    meta.json records an id outside the vocabulary, and from a batch that gathers one.
     """
 
     def __init__(self, store: TokenStore, block_size: int = 512, tlm_max_length: int = 512, xlco_max_length: int = 512):
@@ -167,10 +181,12 @@ class ExampleBuilder:
         if xlco_max_length < 5:
             raise ValueError(f"xlco_max_length must be >= 5 (<s> c </s> d </s>), got {xlco_max_length}")
         # An id at or past the vocabulary would crash the embedding lookup at some later step
-        # (IndexError); one pass over the tokens now refuses the store in one line instead.
-        store.check_token_ids()
+        # (IndexError). The largest ids meta.json records refuse a foreign store now, reading
+        # no token; the ids of every batch are checked as they are gathered (a changed file).
+        check_recorded_token_ids(store)
+        self.vocab_size = store.vocab_size
         self.languages = list(store.mono)
-        self.mono = [MonoBlocks(store.mono[lang], block_size) for lang in self.languages]
+        self.mono = [MonoBlocks(store.mono[lang], block_size, self.vocab_size) for lang in self.languages]
         self.pairs = list(store.parallel)
         self.parallel = [_ParallelSides(store.parallel[p]) for p in self.pairs]
         self.tlm_max_length = tlm_max_length
@@ -261,7 +277,9 @@ class ExampleBuilder:
         corpus, _, side = part
         out = Ragged.from_lengths(lengths)
         for (c, s), rows in self._groups(corpus, side):
-            out.fill(self.parallel[c].tokens[s], rows, starts[rows])
+            sides = self.parallel[c]
+            ids = gather_checked(sides.tokens[s], starts[rows], lengths[rows], self.vocab_size, sides.paths[s])
+            scatter_runs(out.values, out.offsets[rows], ids, lengths[rows])
         return out
 
     def _groups(self, corpus: np.ndarray, side: np.ndarray):

@@ -302,10 +302,11 @@ def _summed(dicts: list[dict[str, int]]) -> dict[str, int]:
 
 def _merged_meta(pieces: list[_Piece], joins: int) -> dict[str, Any]:
     """meta.json of the merged corpus: a copy for a whole corpus; for shards, that of one
-    prepare of the whole input, counts summed, with where it came from."""
+    prepare of the whole input, counts summed, with where it came from. (The writer adds the
+    largest token id of each file, as it does for a prepare: the max over the pieces.)"""
     base = pieces[0].corpus.meta
     if pieces[0].shard is None:
-        return base
+        return dict(base)
     metas = [piece.corpus.meta for piece in pieces]
     counts = _summed([meta["counts"] for meta in metas])
     if "documents" in counts:

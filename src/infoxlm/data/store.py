@@ -12,7 +12,8 @@ One store holds any number of monolingual corpora (one per language) and paralle
         lines.i64                 (N + 1) offsets into tokens: line i = tokens[lines[i]:lines[i+1]],
                                   its </s> (and a document's closing </s>) included
         docs.i64                  (D + 1) offsets into lines: document j = lines docs[j] … docs[j+1]
-        meta.json                 counts, skipped lines and why, sources; written last
+        meta.json                 counts, the largest id in tokens.u32, skipped lines and why,
+                                  sources; written last
       parallel/en-de/
         src.tokens.u32  src.lines.i64   the first language's side (en), no special tokens
         tgt.tokens.u32  tgt.lines.i64   the second language's side (de); line i ↔ line i
@@ -59,6 +60,10 @@ STORE_VERSION = 2  # 2: monolingual lines end with </s> (1: bare lines)
 TOKEN_DTYPE = np.dtype("<u4")
 OFFSET_DTYPE = np.dtype("<i8")
 TOKENIZER_DIR = "tokenizer"  # STORE/tokenizer: a copy of the store's tokenizer
+# meta.json's {tokens file name: the largest id written to it, null for an empty file}. Optional
+# in format version 2: readers that predate it ignore the key, and a corpus written before it
+# has none (training then reads its ids once, see token_ids.py).
+MAX_TOKEN_ID = "max_token_id"
 
 
 class StoreError(InfoXLMError):
@@ -117,17 +122,22 @@ def _check_offsets(offsets: np.ndarray, end: int, path: Path, what: str) -> None
             )
 
 
-def _check_token_ids(tokens: np.ndarray, vocab_size: int, path: Path) -> None:
+def outside_vocabulary(path: Path, token_id: int, position: int, vocab_size: int) -> StoreError:
+    """The error for an id of ``path`` at or past ``vocab_size`` (a damaged or foreign file)."""
+    return StoreError(
+        f"{path}: token id {token_id} at position {position} is outside the vocabulary "
+        f"(size {vocab_size}); the corpus is damaged"
+    )
+
+
+def scan_token_ids(tokens: np.ndarray, vocab_size: int, path: Path) -> None:
     """Every id below ``vocab_size``, else a StoreError naming the file, the id and the size."""
     step = 1 << 26
     for start in range(0, len(tokens), step):
         chunk = np.asarray(tokens[start : start + step])
         if int(chunk.max()) >= vocab_size:
             position = start + int(np.argmax(chunk >= vocab_size))  # the first id outside
-            raise StoreError(
-                f"{path}: token id {int(tokens[position])} at position {position} is outside the vocabulary "
-                f"(size {vocab_size}); the corpus is damaged"
-            )
+            raise outside_vocabulary(path, int(tokens[position]), position, vocab_size)
 
 
 def _check_count(meta: dict[str, Any], key: str, actual: int, path: Path) -> None:
@@ -184,7 +194,7 @@ class TokenSequences:
         """Check the offsets fully (and every token id if ``vocab_size`` is given)."""
         _check_offsets(self.offsets, len(self.tokens), self.offsets_path, "tokens")
         if vocab_size is not None:
-            _check_token_ids(self.tokens, vocab_size, self.tokens_path)
+            scan_token_ids(self.tokens, vocab_size, self.tokens_path)
 
     @property
     def num_tokens(self) -> int:
@@ -440,18 +450,6 @@ class TokenStore:
         for corpus in [*self.mono.values(), *self.parallel.values()]:
             corpus.verify(vocab_size)
 
-    def check_token_ids(self) -> None:
-        """Raise StoreError, naming the file, the id and the vocabulary size, if a token id of
-        any corpus is outside the store's vocabulary (a damaged or foreign ``*.tokens.u32``).
-
-        Reads every token once: a max over each memory-mapped file, in chunks.
-        """
-        for corpus in self.mono.values():
-            _check_token_ids(corpus.lines.tokens, self.vocab_size, corpus.lines.tokens_path)
-        for corpus in self.parallel.values():
-            for side in (corpus.src, corpus.tgt):
-                _check_token_ids(side.tokens, self.vocab_size, side.tokens_path)
-
     @property
     def vocab_size(self) -> int:
         return int(self.info["tokenizer"]["vocab_size"])
@@ -524,7 +522,9 @@ class CorpusWriter:
 
     Use as a context manager: leaving the block with an exception removes the temporary
     directory, and an existing complete corpus of the same name stays untouched until the
-    new one is complete.
+    new one is complete. The largest id appended to each token file goes into meta.json
+    (``max_token_id``), so that training checks the ids against the vocabulary without
+    reading them.
     """
 
     def __init__(self, store_root: Path, kind: str, name: str):
@@ -534,15 +534,23 @@ class CorpusWriter:
             shutil.rmtree(self.tmp)
         self.tmp.mkdir(parents=True)
         self._files: dict[str, Any] = {}
+        self._max_ids: dict[str, int] = {}  # per token file: the largest id appended (-1: none yet)
 
     def append(self, file_name: str, array: np.ndarray, dtype: np.dtype) -> None:
         """Append values to one of the corpus's binary files (created on first use)."""
+        values = np.ascontiguousarray(array, dtype=dtype)  # as the file will hold them
+        if np.dtype(dtype) == TOKEN_DTYPE:
+            largest = int(values.max()) if values.size else -1
+            self._max_ids[file_name] = max(self._max_ids.get(file_name, -1), largest)
         with naming(self.tmp / file_name):  # a failed write (ENOSPC) names the file
             if file_name not in self._files:
                 self._files[file_name] = open(self.tmp / file_name, "wb")
-            self._files[file_name].write(np.ascontiguousarray(array, dtype=dtype).tobytes())
+            self._files[file_name].write(values.tobytes())
 
     def commit(self, meta: dict[str, Any]) -> Path:
+        """Write meta.json (``meta``, to which the largest id of each token file is added as
+        ``max_token_id``) and put the corpus in place."""
+        meta[MAX_TOKEN_ID] = {name: (m if m >= 0 else None) for name, m in sorted(self._max_ids.items())}
         for name, f in list(self._files.items()):
             with naming(self.tmp / name):
                 f.flush()
