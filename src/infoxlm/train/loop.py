@@ -49,6 +49,7 @@ from .checkpoint import (
     resume_checkpoint,
 )
 from .config import EXECUTION_FIELDS, TrainConfig, resolve_config
+from .console import bar_postfix, config_summary, step_line
 from .distributed import (
     World,
     all_reduce_sum,
@@ -86,7 +87,9 @@ class Trainer:
         allow_config_change: bool = False,
         allow_data_change: bool = False,
         progress: bool = True,
+        preset: str | None = None,
     ):
+        self.preset = preset  # the name the config started from, for the summary printed at the start
         # Everything is checked before anything is allocated or written: the config, the run
         # directory's place, the device, the store and (on resume) the checkpoint against both.
         self.config = config.validate()
@@ -413,8 +416,8 @@ class Trainer:
 
     def run(self) -> None:
         cfg = self.config
-        if self.world.is_main:
-            print(f"config:\n{cfg.to_json()}", flush=True)
+        if self.world.is_main:  # the whole config is RUN/config.json; --print-config prints it
+            print(self.summary(), flush=True)
         wandb = None
         if cfg.run.wandb and self.world.is_main:
             r = cfg.run
@@ -431,7 +434,9 @@ class Trainer:
                 bar.update(1)
                 if self.step % cfg.run.log_every == 0 or self.step == cfg.optim.max_steps:
                     log.write(self.step, metrics)
-                    bar.set_postfix_str(_postfix(metrics), refresh=False)
+                    bar.set_postfix_str(bar_postfix(metrics), refresh=False)
+                    if self.world.is_main and not self.progress:  # no bar: a line instead
+                        print(step_line(self.step, cfg.optim.max_steps, metrics), flush=True)
                 if self.step % cfg.run.save_every == 0 or self.step == cfg.optim.max_steps:
                     self.save()
                 if cfg.run.export_every and self.step % cfg.run.export_every == 0:
@@ -455,6 +460,16 @@ class Trainer:
         finally:
             bar.close()
             log.close(timeout=1.0 if interrupted else TENSORBOARD_CLOSE_TIMEOUT_S)
+
+    def summary(self) -> str:
+        """What this run will do, in a few lines (console.py)."""
+        lines = config_summary(
+            self.config, run_dir=self.run_dir, preset=self.preset, encoder=self.encoder, store=self.store,
+            device=self.world.device.type if self.world.distributed else str(self.world.device),
+            processes=self.world.size, bf16=computes_in_bf16(self.config, self.world),
+            start_step=self.step,
+        )  # fmt: skip
+        return "\n".join(lines)
 
     def stop_early(self, reason: str, saved: bool) -> None:
         """End the run after this step with its checkpoint in place, the config untouched."""
@@ -606,14 +621,6 @@ def _changed_fields(before: dict, after: dict, prefix: str = "") -> list[str]:
         elif a != b:
             changed.append(f"{prefix}{key}: {a!r} → {b!r}")
     return changed
-
-
-def _postfix(metrics: dict[str, float]) -> str:
-    parts = [f"{k.split('/')[1]} {v:.3f}" for k, v in metrics.items() if k.startswith("loss/")]
-    if "xlco/accuracy" in metrics:
-        parts.append(f"acc {metrics['xlco/accuracy']:.2f}")
-    parts.append(f"{metrics['tokens_per_s']:.0f} tok/s")
-    return ", ".join(parts)
 
 
 class SigintLatch:

@@ -22,7 +22,9 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
             "command on an existing --output resumes from its latest checkpoint.\n\n"
             "Presets: base (continue XLM-R base: pass --init), large, scratch-base (the paper's\n"
             "from-scratch recipe), demo (CPU, minutes), test (seconds). Any field can be changed\n"
-            "with --set section.field=value; the resolved config is printed and saved.\n\n"
+            "with --set section.field=value. The run starts with a summary of the resolved config\n"
+            "(the whole of it is saved as RUN/config.json; --print-config prints it) and ends with\n"
+            "what it wrote and the command to run next.\n\n"
             "examples:\n"
             "  infoxlm pretrain --preset base --init xlm-roberta-base --data store --output runs/base\n"
             "  infoxlm pretrain --preset test --data store --output runs/t --max-steps 50 --no-xlco\n"
@@ -66,7 +68,7 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
         "removed or re-prepared; later steps then see other examples); a store with another "
         "tokenizer is always refused",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar: a line every run.log_every steps instead")
     p.add_argument(
         "--print-config",
         action="store_true",
@@ -132,7 +134,9 @@ def resolved_config(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
+    from .checkpoint import list_checkpoints
     from .config import resolve_config
+    from .console import finished_lines
     from .loop import pretrain
     from .stopping import RunStopped
 
@@ -144,7 +148,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     if missing:
         raise InfoXLMError(f"pretrain: {' and '.join(missing)} required (or --print-config to see the config)")
     try:
-        pretrain(
+        run_dir = pretrain(
             config,
             args.data,
             args.output,
@@ -152,7 +156,12 @@ def run_pretrain(args: argparse.Namespace) -> int:
             allow_data_change=args.allow_data_change,
             progress=not args.no_progress,
             stop_at=args.stop_at,
+            preset=args.preset,
         )
+        if os.environ.get("RANK", "0") == "0":  # torchrun's rank 0 speaks for the run
+            found = list_checkpoints(run_dir)
+            step, checkpoint = found[-1] if found else (0, None)
+            print("\n".join(finished_lines(run_dir, step, checkpoint)), flush=True)
     except RunStopped:
         return _end_worker(0)  # stopped with its checkpoint, as asked (the run said why in one line)
     except KeyboardInterrupt:
