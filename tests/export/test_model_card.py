@@ -55,3 +55,35 @@ def test_card_of_a_converted_directory_takes_its_languages(tmp_path):
     text = write_model_card(out, kind="sentence-similarity", source=source, layer=4, pooling="cls").read_text()
     assert "language:\n- de\n- fr\n" in text and "library_name: sentence-transformers" in text
     assert "hidden state 4" in text and "the `<s>` state" in text and "base_model" not in text
+
+
+def test_card_says_the_sampling_unit_the_run_had(tmp_path):
+    run = fake_run(tmp_path / "run")
+    out = tmp_path / "out"
+    out.mkdir()
+    # a run from before data.json recorded the unit: its config says it
+    assert "p ∝ (n/N)^0.7." in write_model_card(out, run_dir=run).read_text()  # neither says: no unit claimed
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "data": {**config["data"], "sampling_unit": "instances"}}))
+    text = write_model_card(out, run_dir=run).read_text()
+    assert "p ∝ (n/N)^0.7, n in lines (monolingual) and pairs (parallel)." in text and "n in tokens" not in text
+    data = json.loads((run / "data.json").read_text())
+    (run / "data.json").write_text(json.dumps({**data, "sampling_unit": "tokens"}))
+    assert "p ∝ (n/N)^0.7, n in tokens." in write_model_card(out, run_dir=run).read_text()
+
+
+def test_a_sentence_transformers_card_counts_the_layers_it_keeps_of_the_runs(tmp_path, tiny_model_dir):
+    """'keeps the first 1 layers' named neither the singular nor the run's depth."""
+    from infoxlm import Encoder, Tokenizer
+    from infoxlm.export.sentence_transformers import write_sentence_transformers
+
+    encoder = Encoder.from_pretrained(tiny_model_dir)
+    assert encoder.num_layers == 2
+    run = fake_run(tmp_path / "run")
+    for layer, kept in ((1, "the encoder's first layer of 2"), (2, "the encoder's first 2 layers of 2")):
+        out = tmp_path / f"st-{layer}"
+        write_sentence_transformers(encoder, Tokenizer.from_pretrained(tiny_model_dir), out, layer=layer)
+        text = write_model_card(out, kind="sentence-similarity", run_dir=run, layer=layer, pooling="mean").read_text()
+        assert f"The directory keeps {kept}, so its output is hidden state {layer}" in text
+        assert "Encoder: 2 layers, hidden size" in text  # the run's encoder, not the cut copy
+    assert "first 1 layers" not in (tmp_path / "st-1" / "README.md").read_text()

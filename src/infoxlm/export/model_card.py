@@ -105,7 +105,7 @@ def write_model_card(
             'vectors = model.encode(["Hello world.", "Hallo Welt."])  # cosine similarity',
             "```",
             "",
-            f"The directory keeps the first {layer} layers of the encoder, so its output is hidden state "
+            f"The directory keeps {_kept_layers(layer, _source_layers(directory))}, so its output is hidden state "
             f"{layer} (`infoxlm embed --layer {layer}`), pooled by {pooling}"
             + (" over every non-padding token, `<s>` and `</s>` included." if pooling == "mean" else " (the `<s>` state)."),
             "",
@@ -122,13 +122,50 @@ def write_model_card(
             "",
         ]
     if run:
-        body += _training_section(run, step)
+        written = _read_json(Path(directory) / "config.json")
+        if _source_layers(directory):  # a sentence-transformers cut: the run's encoder had more
+            written["num_hidden_layers"] = _source_layers(directory)
+        body += _training_section(run, step, written)
     elif source is not None:
         body += ["## Source", "", f"Converted from `{source}`.", ""]
     text = "\n".join(front) + "\n\n" + "\n".join(body).rstrip() + "\n"
     path = Path(directory) / CARD_NAME
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _kept_layers(layer: int, of: int | None) -> str:
+    """The layers a sentence-transformers directory keeps, of the encoder's ``of``.
+
+    >>> _kept_layers(1, 2), _kept_layers(8, 12), _kept_layers(8, None)
+    ("the encoder's first layer of 2", "the encoder's first 8 layers of 12", "the encoder's first 8 layers")
+    """
+    kept = "layer" if layer == 1 else f"{layer} layers"
+    return f"the encoder's first {kept}" + (f" of {of}" if of else "")
+
+
+def _source_layers(directory: str | Path) -> int | None:
+    """The depth of the encoder a sentence-transformers directory was cut from, as
+    ``write_sentence_transformers`` records it (None for a directory written before it did)."""
+    recorded = _read_json(Path(directory) / "config_sentence_transformers.json").get("infoxlm")
+    value = recorded.get("source_layers") if isinstance(recorded, dict) else None
+    return value if isinstance(value, int) else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _sampling_unit(data: dict[str, Any], config: dict[str, Any]) -> str:
+    """How n of the sampling formula was counted: the run's data.sampling_unit (data.json
+    records it; a run from before that, its config), in words."""
+    unit = data.get("sampling_unit") or (config.get("data") or {}).get("sampling_unit")
+    words = {"instances": "n in lines (monolingual) and pairs (parallel)", "tokens": "n in tokens"}
+    return f", {words[unit]}" if unit in words else ""
 
 
 def _read_run(run_dir: Path) -> dict[str, Any]:
@@ -167,7 +204,8 @@ def _evaluations(run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def _training_section(run: dict[str, Any], step: int | None) -> list[str]:
+def _training_section(run: dict[str, Any], step: int | None, written: dict[str, Any]) -> list[str]:
+    """What the run did; ``written``: the config.json of the directory the card describes."""
     config, data, metrics = run["config"], run["data"], run["metrics"]
     lines = ["## Training", ""]
     max_steps = (config.get("optim") or {}).get("max_steps")
@@ -179,10 +217,16 @@ def _training_section(run: dict[str, Any], step: int | None) -> list[str]:
         lines.append(f"Objectives: {', '.join(o.upper() for o in enabled)}.")
     if (config.get("model") or {}).get("init"):
         lines.append(f"Continued from `{config['model']['init']}`.")
+    layers, contrast = written.get("num_hidden_layers"), (config.get("contrast") or {}).get("layer")
+    if isinstance(layers, int) and "model_type" in written:
+        shape = f"Encoder: {layers} layer{'' if layers == 1 else 's'}, hidden size {written.get('hidden_size')}"
+        xlco = enabled is None or "xlco" in enabled
+        lines.append(shape + (f"; XLCO contrasted layer {contrast}." if contrast and xlco else "."))
     lines.append("")
     if data:
         lines += ["### Data", "", f"Token store `{data.get('store')}`; languages and pairs sampled with "
-                  f"p ∝ (n/N)^{data.get('alpha')}, n in tokens.", "", "| corpus | tokens | sampling probability |", "|---|---:|---:|"]
+                  f"p ∝ (n/N)^{data.get('alpha')}{_sampling_unit(data, config)}.", "",
+                  "| corpus | tokens | sampling probability |", "|---|---:|---:|"]
         for pool in ("mono", "parallel"):
             for name, entry in data.get(pool, {}).items():
                 lines.append(f"| {name} | {entry['tokens']:,} | {entry['probability']:.3f} |")

@@ -66,7 +66,8 @@ def write_sentence_transformers(encoder: Encoder, tokenizer: Tokenizer, director
         "prompts": {},
         "default_prompt_name": None,
         "similarity_fn_name": "cosine",
-        "infoxlm": {"layer": layer, "pooling": pooling, "max_seq_length": max_seq_length},
+        # source_layers: the depth of the encoder it was cut from (its model card says it)
+        "infoxlm": {"layer": layer, "pooling": pooling, "max_seq_length": max_seq_length, "source_layers": encoder.num_layers},
     })
     (directory / "1_Pooling").mkdir(exist_ok=True)
     _write_json(directory / "1_Pooling" / "config.json", {
