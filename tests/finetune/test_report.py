@@ -102,3 +102,16 @@ def test_report_names_the_file_and_key_of_a_malformed_result(tmp_path, capsys, o
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert err == f"infoxlm: error: {run / 'results.json'}: {expected}", err
     assert not (tmp_path / "r").exists()
+
+
+def test_an_included_demo_report_is_nested_under_its_section(tmp_path):
+    """The demo's results.md starts with its own H1, which sat beside the report's title."""
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    (demo / "results.json").write_text(json.dumps({"models": {}, "summary": {}}))
+    (demo / "results.md").write_text("# infoxlm demo\n\n`infoxlm demo`\n\n## Retrieval\n\n```\n# a shell comment\n```\n")
+    assert main(["report", str(demo), "--output", str(tmp_path / "report")]) == 0
+    lines = (tmp_path / "report" / "report.md").read_text().splitlines()
+    assert [line for line in lines if line.startswith("# ")] == ["# InfoXLM evaluation report", "# a shell comment"]
+    section = lines.index("## Demo: demo")
+    assert lines[section + 2] == "### infoxlm demo" and "#### Retrieval" in lines[section:]

@@ -1,22 +1,36 @@
-"""PNG figures of evaluation results (matplotlib, drawn off-screen)."""
+"""PNG figures of evaluation results (matplotlib, drawn off-screen).
+
+Every accuracy axis (accuracy, F1, top-1 retrieval, all in %) runs from 0 to 100, so that a
+curve that moves a tenth of a point does not fill the figure as if it were a trend, and
+figures of different models read on the same scale. Legends sit beside the axes, never over
+the bars or curves. ``*_figure`` builds a figure (what the tests inspect); ``plot_*`` writes it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+PERCENT = (0.0, 100.0)  # the y-range of every accuracy axis
 
 
-def plot_layerwise(curves: dict[str, dict[int, dict[str, float]]], path: Path, title: str) -> Path:
-    """Average top-1 accuracy per layer, one line per (model, direction).
-
-    curves: {model name: {layer: {"xx2en": acc, "en2xx": acc}}}.
-    """
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def layerwise_figure(curves: dict[str, dict[int, dict[str, float]]], title: str) -> Any:
+    """Average top-1 accuracy per layer, one line per (model, direction).
+
+    curves: {model name: {layer: {"xx2en": acc, "en2xx": acc}}}.
+    """
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    fig, ax = _pyplot().subplots(figsize=(7.6, 4.0), dpi=120)
     for name, by_layer in curves.items():
         layers = sorted(by_layer)
         for direction, style in (("xx2en", "-"), ("en2xx", "--")):
@@ -24,11 +38,53 @@ def plot_layerwise(curves: dict[str, dict[int, dict[str, float]]], path: Path, t
             ax.plot(layers, [by_layer[k][direction] for k in layers], style, marker="o", markersize=3, label=label)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("layer (hidden_states index; 0 = embeddings)")
-    ax.set_ylabel("top-1 accuracy (%)")
+    _percent_axis(ax, "top-1 accuracy (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    _legend_beside(ax)
+    return fig
+
+
+def bars_figure(columns: list[str], series: dict[str, list[float | None]], ylabel: str, title: str) -> Any:
+    """Grouped bars: one group per column (language, then Avg), one bar per series (model);
+    a missing value is no bar."""
+    width_in = max(6.4, 0.55 * len(columns) * max(1, len(series)) ** 0.5) + 2.0  # + the legend
+    fig, ax = _pyplot().subplots(figsize=(width_in, 4.0), dpi=120)
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        xs = [c + (i - (len(series) - 1) / 2) * width for c in range(len(columns))]
+        ax.bar(xs, [v if v is not None else 0.0 for v in values], width, label=name)
+    ax.set_xticks(range(len(columns)))
+    ax.set_xticklabels(columns)
+    _percent_axis(ax, ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    _legend_beside(ax)
+    return fig
+
+
+def plot_layerwise(curves: dict[str, dict[int, dict[str, float]]], path: Path, title: str) -> Path:
+    """Write ``layerwise_figure`` as a PNG at ``path``."""
+    return _save(layerwise_figure(curves, title), path)
+
+
+def plot_bars(columns: list[str], series: dict[str, list[float | None]], path: Path, ylabel: str, title: str) -> Path:
+    """Write ``bars_figure`` as a PNG at ``path``."""
+    return _save(bars_figure(columns, series, ylabel, title), path)
+
+
+def _percent_axis(ax: Any, label: str) -> None:
+    ax.set_ylim(*PERCENT)
+    ax.set_ylabel(label)
+
+
+def _legend_beside(ax: Any) -> None:
+    """The legend to the right of the axes, its top level with theirs."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()  # makes room for the legend beside the axes
     fig.savefig(path)
-    plt.close(fig)
+    _pyplot().close(fig)
     return path

@@ -26,6 +26,7 @@ from ..errors import EvalDataError
 from .results import average, markdown_table, transfer_gap
 from ..outputs import atomic_file
 from . import paper_results as paper
+from .plots import plot_bars
 from .tatoeba import TATOEBA_CODES, default_layer
 
 _ISO = {three: two for two, three in TATOEBA_CODES.items()}
@@ -249,32 +250,37 @@ def build_report(g: Gathered) -> str:
                   "The paper's XNLI gaps (Table 'gap') differ slightly from those its XNLI table implies "
                   "(the gap column of the XNLI table above).", "", gap_table(g), ""]
     for name, md in g.demo:
-        parts += [f"## Demo: {name}", "", md.strip().replace("\n# ", "\n### "), ""]
+        parts += [f"## Demo: {name}", "", nest_headings(md.strip(), under=2), ""]
     return "\n".join(parts)
 
 
-def plot_bars(columns: list[str], series: dict[str, list[float | None]], path: Path, ylabel: str, title: str) -> Path:
-    """Grouped bars: one group per column (language), one bar per series (model)."""
-    import matplotlib
+def nest_headings(markdown: str, under: int) -> str:
+    """An included report's headings moved below a level-``under`` section: its top level
+    becomes ``under`` + 1 and the others keep their distance from it (fenced code is left
+    alone), so that its title no longer sits beside the report's own.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(max(6.4, 0.55 * len(columns) * max(1, len(series)) ** 0.5), 4.0), dpi=120)
-    width = 0.8 / max(1, len(series))
-    for i, (name, values) in enumerate(series.items()):
-        xs = [c + (i - (len(series) - 1) / 2) * width for c in range(len(columns))]
-        ax.bar(xs, [v if v is not None else 0.0 for v in values], width, label=name)
-    ax.set_xticks(range(len(columns)))
-    ax.set_xticklabels(columns)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    >>> print(nest_headings("# infoxlm demo\\n\\ntext\\n## Tables\\n```\\n# not a heading\\n```", under=2))
+    ### infoxlm demo
+    <BLANKLINE>
+    text
+    #### Tables
+    ```
+    # not a heading
+    ```
+    """
+    lines = markdown.split("\n")
+    fenced, headings = False, []
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and (found := re.match(r"(#{1,6}) ", line)):
+            headings.append((i, len(found.group(1))))
+    if not headings:
+        return markdown
+    shift = under + 1 - min(level for _, level in headings)
+    for i, level in headings:
+        lines[i] = "#" * min(6, level + shift) + lines[i][level:]
+    return "\n".join(lines)
 
 
 def write_plots(g: Gathered, out: Path) -> list[Path]:

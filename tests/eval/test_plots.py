@@ -1,0 +1,37 @@
+"""The figures: accuracy axes from 0 to 100, legends beside the data, never over it."""
+
+from __future__ import annotations
+
+import pytest
+
+from infoxlm.eval.plots import bars_figure, layerwise_figure, plot_bars, plot_layerwise
+
+pytest.importorskip("matplotlib")
+
+
+def _legend_clear_of_the_axes(fig) -> bool:
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    legend, plot = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+    return legend.x0 >= plot.x1  # wholly to the right of the plotting area
+
+
+def test_a_flat_layerwise_curve_is_drawn_on_the_whole_percent_scale(tmp_path):
+    """A curve between 11.5 and 11.7 filled the figure as if the layers differed."""
+    curves = {"": {k: {"xx2en": 11.5 + 0.05 * k, "en2xx": 11.6} for k in range(5)}}
+    fig = layerwise_figure(curves, "Tatoeba")
+    assert fig.axes[0].get_ylim() == (0.0, 100.0)
+    assert _legend_clear_of_the_axes(fig)
+    assert plot_layerwise(curves, tmp_path / "l.png", "Tatoeba").stat().st_size > 1000
+
+
+def test_the_bars_legend_leaves_the_average_bars_visible(tmp_path):
+    """XNLI: five series of 16 bars, the last group (Avg) at the right edge, where the legend sat."""
+    columns = [*"abcdefghijklmno", "Avg"]
+    series = {f"model {i}": [80.0 - i] * len(columns) for i in range(5)}
+    series["ours"] = [None, *[90.0] * (len(columns) - 1)]  # a missing value: no bar
+    fig = bars_figure(columns, series, "accuracy (%)", "XNLI")
+    assert fig.axes[0].get_ylim() == (0.0, 100.0)
+    assert _legend_clear_of_the_axes(fig)
+    assert plot_bars(columns, series, tmp_path / "b.png", "accuracy (%)", "XNLI").stat().st_size > 1000
