@@ -113,9 +113,10 @@ def test_round_trip_text_store_text(tmp_path, xlmr, suffix):
         "documents": 3,  # blank lines at 6 and 10 split the file
         "tokens": corpus.num_tokens,
         "unk_tokens": 0,  # XLM-R's vocabulary covers every script
+        "blank_lines": 2,  # they end documents: no text is lost there
         "input_lines": len(RAW),
     }
-    assert meta["skipped"] == {"empty": 2, "invalid_utf8": 0, "no_tokens": 0}
+    assert meta["skipped"] == {"empty": 0, "invalid_utf8": 0, "no_tokens": 0}
     assert meta["changed"] == {"nfc": 4, "control_characters": 4, "split_long": 0}  # "\r\n" is a line break
     assert meta["sources"][0]["bytes"] == path.stat().st_size and meta["sources"][0]["kept"] == 10
     assert meta["tokenizer"] == xlmr.identity() and meta["language_name"] == "German"
@@ -130,9 +131,29 @@ def test_documents_end_at_blank_lines_and_at_file_ends(tmp_path, xlmr):
     assert decoded_lines(xlmr, corpus.lines) == ["eins", "zwei", "drei", "vier", "fünf", "sechs"]
     # Documents: [eins zwei] [drei] [vier] [fünf] [sechs]; a line that cleans to nothing is blank.
     assert corpus.doc_offsets.tolist() == [0, 2, 3, 4, 5, 6]
-    assert corpus.meta["skipped"]["empty"] == 5
+    # Blank lines separate documents; lines whose text cleaning removed ("\x00", "\u200b") are skipped.
+    assert corpus.meta["counts"]["blank_lines"] == 3 and corpus.meta["skipped"]["empty"] == 2
     assert corpus.meta["changed"]["control_characters"] == 2
     assert [s["kept"] for s in corpus.meta["sources"]] == [4, 2]
+
+
+def test_document_separators_are_counted_as_documents_not_as_skipped_lines(tmp_path, tiny_model_dir, capsys):
+    from conftest import TINY_TEXT
+
+    documents = [f"{TINY_TEXT['de'][i % 3]}\n{TINY_TEXT['de'][(i + 1) % 3]}" for i in range(80)]
+    path = tmp_path / "de.txt"
+    path.write_text("\n\n".join(documents) + "\n", encoding="utf-8")  # 79 blank lines between 80 documents
+    args = ["prepare", "mono", "--lang", "de", "--input", str(path), "--tokenizer", str(tiny_model_dir), "--no-progress"]
+    assert infoxlm_main([*args, "--output", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("de: 160 lines in 80 documents, ") and "skipped" not in out, out
+    meta = TokenStore.open(tmp_path / "a").mono["de"].meta
+    assert meta["counts"]["blank_lines"] == 79 and meta["skipped"]["empty"] == 0
+    # A line that held only invisible characters lost its text: that is skipped (and ends a document).
+    path.write_text("\n\n".join(documents[:2]) + "\n\u200b\u200e\n" + documents[2] + "\n", encoding="utf-8")
+    assert infoxlm_main([*args, "--output", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("de: 6 lines in 3 documents, ") and "(skipped empty 1)" in out, out
 
 
 def test_small_blocks_give_the_same_store(tmp_path, xlmr):

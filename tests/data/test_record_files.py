@@ -91,7 +91,7 @@ def test_the_same_lines_in_every_format_give_the_same_store(tmp_path, tiny_model
         code, out = prepare(capsys, "prepare", "mono", "--lang", "de", "--input", path, *field,
                             "--tokenizer", tiny_model_dir, "--output", store)  # fmt: skip
         assert code == 0, out
-        assert out.startswith("de: 5 lines in 3 documents, ") and "(skipped empty 2)" in out, out
+        assert out.startswith("de: 5 lines in 3 documents, ") and "skipped" not in out, out  # 2 blank lines
         reports[name] = inspect(capsys, store, "mono", "de")
     first = reports["de.txt"]
     assert first["lines"] == 5 and first["documents"] == 3
@@ -134,7 +134,7 @@ def test_null_values_are_empty_lines(tmp_path, tiny_model_dir):
     path = write_jsonl(tmp_path / "de.jsonl", [{"text": LINES[0]}, {"text": None}, {"text": LINES[1]}])
     result = prepare_monolingual("de", [path], tiny_model_dir, tmp_path / "s", show_progress=False)
     assert result.meta["counts"]["lines"] == 2 and result.meta["counts"]["documents"] == 2
-    assert result.meta["skipped"]["empty"] == 1
+    assert result.meta["counts"]["blank_lines"] == 1 and result.meta["skipped"]["empty"] == 0
 
 
 def test_a_lone_surrogate_is_skipped_and_counted_with_skip_invalid(tmp_path, tiny_model_dir):

@@ -329,6 +329,7 @@ class _Stats:
     """Everything counted while writing one corpus; becomes part of meta.json."""
 
     input_lines: int = 0
+    blank_lines: int = 0  # mono: blank input lines, which end documents (no text is lost there)
     skipped: dict[str, int] = field(
         default_factory=lambda: {"empty": 0, "invalid_utf8": 0, "no_tokens": 0}
     )
@@ -621,13 +622,18 @@ def _read_monolingual(
             opens: list[bool] = []
             whole: list[bool] = []
             lines = clean_lines(block.lines, stats.cleaning)
-            block.lines = []  # the cleaned lines replace them
+            raw_lines, block.lines = block.lines, []  # the cleaned lines replace them
             kept = chars = duplicates = 0  # chars: counted only once a line is cut (then blocks are bounded)
-            for line in lines:
+            for raw, line in zip(raw_lines, lines):
                 if line is None:
                     stats.skipped["invalid_utf8"] += 1
                 elif not line:
-                    stats.skipped["empty"] += 1
+                    # A blank line separates documents; a line whose text cleaning removed
+                    # (only controls or invisible marks) is skipped text. Both end a document.
+                    if raw.strip():  # type: ignore[union-attr]
+                        stats.skipped["empty"] += 1
+                    else:
+                        stats.blank_lines += 1
                     starts_document = True
                 elif job.is_duplicate(line):
                     duplicates += 1  # dropped; a document boundary before it stays pending
@@ -648,7 +654,7 @@ def _read_monolingual(
                         whole.append(False)
                         starts_document, chars = False, chars + len(piece)
                     line = None
-            del lines
+            del lines, raw_lines
             stats.lines_per_file[path] += kept
             stats.text_lines_per_file[path] = stats.text_lines_per_file.get(path, 0) + kept + duplicates
             yield _MonoBlock(texts, opens, whole, block.bytes_read)
@@ -727,7 +733,8 @@ def _write_monolingual_blocks(
         held[1][-1] = True  # the input's end ends the last document
         write_held()
     writer.append("docs.i64", np.asarray([num_lines]), OFFSET_DTYPE)
-    stats.counts = {"lines": num_lines, "documents": num_documents, "tokens": num_tokens, "unk_tokens": num_unk}
+    stats.counts = {"lines": num_lines, "documents": num_documents, "tokens": num_tokens, "unk_tokens": num_unk,
+                    "blank_lines": stats.blank_lines}  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------

@@ -40,9 +40,10 @@ Input: UTF-8 text, one sentence or paragraph per line, plain or compressed (.gz,
 directory, or hf:NAME[:CONFIG][:SPLIT] (a Hugging Face Hub dataset, streamed; offline, read
 from the local cache). Parquet and save_to_disk need `pip install 'infoxlm[parquet]'`, hf:
 needs `pip install 'infoxlm[hf-datasets]'`. A record's value is a line of text (newlines
-split it into lines); null or "" is an empty line; any other type is an error.
+split it into lines); null or "" is a blank line; any other type is an error.
 Every line is NFC-normalised, control characters and invisible formatting characters are
-removed (ZWJ/ZWNJ kept), and lines that end up empty are skipped and counted.
+removed (ZWJ/ZWNJ kept). A blank line ends a document; a line that cleaning leaves empty
+(only control or invisible characters) is skipped and counted.
 Output: STORE/{mono/LANG | parallel/SRC-TGT}/ with uint32 token ids, int64 offsets and
 meta.json; STORE/store.json names the tokenizer, and every corpus of a store must use it.
 Running the same command again does nothing ("LANG: up to date") unless an input, an option
