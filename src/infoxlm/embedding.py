@@ -47,6 +47,7 @@ def embed_layers(
     batch_size: int = 32,
     max_length: int = 512,
     progress: bool = False,
+    desc: str = "embedding",
 ) -> dict[int, np.ndarray]:
     """Pooled embeddings of ``sentences`` at each of ``layers``: {layer: float32 array (N, d)}.
 
@@ -54,7 +55,7 @@ def embed_layers(
     with the fast paths it was built with (an encoder loaded with ``FastPaths.inference()``, as
     infoxlm's loaders do, runs its position-wise parts on real tokens only: pooling never reads
     the padding positions) and (on a GPU) under bf16 autocast; it is left on its device and in
-    its previous mode.
+    its previous mode. ``desc`` labels the progress bar (shown with ``progress``).
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling={pooling!r}: expected one of {POOLINGS}")
@@ -76,7 +77,7 @@ def embed_layers(
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
     try:
-        with tqdm(total=len(ids), desc="embedding", unit="sent", disable=not progress) as bar:
+        with tqdm(total=len(ids), desc=desc, unit="sent", disable=not progress) as bar:
             for start in range(0, len(order), batch_size):
                 rows = order[start : start + batch_size]
                 input_ids, attention_mask = tokenizer.pad([ids[i] for i in rows])

@@ -148,3 +148,27 @@ def test_layer_all_names_the_default_layer_and_report_uses_it(tiny_model_dir, tm
     (tmp_path / "all.json").write_text(json.dumps(out))
     assert main(["report", str(tmp_path / "all.json"), "--output", str(tmp_path / "report")]) == 0
     assert "all (layer 2, the middle layer of 4" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_layer_all_prints_every_layers_average_and_the_bars_say_what_they_embed(tiny_model_dir, tmp_path, capsys):
+    """The table was the default layer's only, and the progress bars were all called 'embedding'."""
+    from infoxlm.cli import main
+
+    model = model_with_layers(tiny_model_dir, tmp_path / "four", 4, contrast_layer=3)
+    for code, language in (("deu", "de"), ("rus", "ru")):
+        write_laser(tmp_path / "data", code, TINY_TEXT[language], TINY_TEXT["en"])
+    assert main(["eval", "tatoeba", "--model", str(model), "--data", str(tmp_path / "data"), "--layer", "all",
+                 "--output", str(tmp_path / "all.json")]) == 0
+    captured = capsys.readouterr()
+    out = json.loads((tmp_path / "all.json").read_text())
+    lines = captured.out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("by layer, average top-1 (%)"))
+    rows = lines[start + 1 : start + 6]
+    assert [row.split()[1] for row in rows] == ["0", "1", "2", "3", "4"]
+    for k, row in enumerate(rows):
+        average = out["layers"][str(k)]["average"]
+        assert f"{average['xx2en']:.1f}" in row and f"{average['en2xx']:.1f}" in row
+    assert rows[3].endswith("(the table above)") and rows[0].split()[2] == "(embeddings)"
+    for label in ("deu-eng (1/2): deu", "deu-eng (1/2): eng", "rus-eng (2/2): rus", "rus-eng (2/2): eng"):
+        assert label in captured.err, captured.err
+    assert "embedding:" not in captured.err

@@ -100,6 +100,8 @@ def run_eval_tatoeba(args: argparse.Namespace) -> int:
     with atomic_file(args.output) as tmp:
         tmp.write_text(json.dumps(out, indent=2) + "\n")
     _print_table(shown)
+    if args.layer == "all":
+        _print_layer_table(result["layers"], rule_layer)
     print(f"wrote {args.output}" + (f" and {png}" if png else ""))
     return 0
 
@@ -109,3 +111,12 @@ def _print_table(block: dict) -> None:
     for code, s in block["languages"].items():
         print(f"  {code:<24}{s['xx2en']:>8.1f}{s['en2xx']:>8.1f}{s['n']:>7}")
     print(f"  {'average':<24}{block['average']['xx2en']:>8.1f}{block['average']['en2xx']:>8.1f}")
+
+
+def _print_layer_table(layers: dict[int, dict], shown: int) -> None:
+    """--layer all: every layer's average accuracy, the layer of the table above marked."""
+    print(f"{'by layer, average top-1 (%)':<26}{'xx→en':>8}{'en→xx':>8}")
+    for k, block in sorted(layers.items()):
+        mark = "   (the table above)" if k == shown else ""
+        label = f"layer {k}" + (" (embeddings)" if k == 0 else "")
+        print(f"  {label:<24}{block['average']['xx2en']:>8.1f}{block['average']['en2xx']:>8.1f}{mark}")

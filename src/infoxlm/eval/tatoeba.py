@@ -148,11 +148,12 @@ def evaluate_tatoeba(
     "en2xx", "n"}}, "average": {"xx2en", "en2xx"}}}}.
     """
     per_layer: dict[int, dict] = {k: {} for k in layers}
-    for code in languages:
+    for i, code in enumerate(languages, start=1):
         xx, en = load_pairs(data, code)
         kwargs = dict(pooling=pooling, batch_size=batch_size, max_length=max_length, progress=progress)
-        xx_vectors = embed_layers(encoder, tokenizer, xx, layers, **kwargs)
-        en_vectors = embed_layers(encoder, tokenizer, en, layers, **kwargs)
+        pair = f"{code}-eng ({i}/{len(languages)})"  # each bar says what it embeds: "deu-eng (1/3): deu"
+        xx_vectors = embed_layers(encoder, tokenizer, xx, layers, desc=f"{pair}: {code}", **kwargs)
+        en_vectors = embed_layers(encoder, tokenizer, en, layers, desc=f"{pair}: eng", **kwargs)
         for k in layers:
             per_layer[k][code] = {**retrieval_accuracy(xx_vectors[k], en_vectors[k]), "n": len(xx)}
     result = {"pooling": pooling, "layers": {}}
