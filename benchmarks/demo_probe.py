@@ -3,13 +3,16 @@ then score layer-wise retrieval on the dev split (never on test).
 
     .venv/bin/python benchmarks/demo_probe.py NAME STEPS [section.field=value ...]
     .venv/bin/python benchmarks/demo_probe.py --setting paper NAME STEPS [section.field=value ...]
+    .venv/bin/python benchmarks/demo_probe.py --contrast translation-ranking NAME STEPS [...]
 
 The vocabulary, store and dev files come from ``infoxlm demo``'s own data stage, written once
 into ``out/demo-probe/work`` and reused by every probe; each probe trains into
 ``out/demo-probe/NAME`` and prints one JSON line: the XLCO loss and accuracy along the run
 and the dev top-1 (xx→en, en→xx; average over the languages) at every layer, mean and <s>
-pooling. −XLCO is the override ``data.xlco_batch_size=0``. BENCHMARKS.md ("The demo's
-settings") lists the probes that chose the shipped settings.
+pooling. −XLCO is the override ``data.xlco_batch_size=0``. ``--contrast NAME`` lays one of the
+contrast's families (train/contrast_recipes.py: moco, demo, translation-ranking) over the
+setting before the overrides. BENCHMARKS.md ("The demo's settings") lists the probes that
+chose the shipped settings.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from infoxlm.demo.settings import FULL, PAPER
 from infoxlm.eval.tatoeba import evaluate_tatoeba, resolve_languages
 from infoxlm.model.encoder import Encoder
 from infoxlm.tokenizer import Tokenizer
+from infoxlm.train.contrast_recipes import CONTRAST_RECIPES, recipe_overrides
 from infoxlm.train.export import export
 from infoxlm.train.loop import pretrain
 from infoxlm.train.stopping import RunStopped
@@ -35,6 +39,8 @@ ROOT = Path("out/demo-probe")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--setting", choices=("default", "paper"), default="default", help="the demo's setting to start from")
+    parser.add_argument("--contrast", choices=list(CONTRAST_RECIPES), default=None,
+                        help="a contrast recipe laid over the setting (train/contrast_recipes.py)")
     parser.add_argument("name", help="probe name (its run directory under out/demo-probe[-paper])")
     parser.add_argument("steps", type=int, help="optimizer steps (warm-up stays the demo's)")
     parser.add_argument("overrides", nargs="*", help="section.field=value on top of the full demo's settings")
@@ -50,7 +56,8 @@ def main() -> None:
     out = root / args.name
     shutil.rmtree(out, ignore_errors=True)
     budget = [f"optim.max_steps={args.steps}", f"run.save_every={args.steps}"]
-    config = train_config(settings, 0, [*budget, *args.overrides])
+    recipe = recipe_overrides(args.contrast) if args.contrast else []
+    config = train_config(settings, 0, [*budget, *recipe, *args.overrides])
     started = time.perf_counter()
     try:
         run = pretrain(config, store, out / "run", progress=False)
@@ -74,7 +81,7 @@ def main() -> None:
             codes = resolve_languages(None, str(folder))
             blocks = evaluate_tatoeba(encoder, tokenizer, str(folder), codes, layers, pooling=pooling)["layers"]
             scores[f"{split}/{pooling}"] = {k: [round(b["average"]["xx2en"], 1), round(b["average"]["en2xx"], 1)] for k, b in blocks.items()}
-    print(json.dumps({"name": args.name, "overrides": args.overrides, "train_seconds": round(seconds), "xlco": xlco, "scores": scores}))
+    print(json.dumps({"name": args.name, "contrast": args.contrast, "overrides": args.overrides, "train_seconds": round(seconds), "xlco": xlco, "scores": scores}))
 
 
 if __name__ == "__main__":

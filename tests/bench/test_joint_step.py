@@ -103,3 +103,17 @@ def test_on_a_gpu_the_automatic_budget_comes_from_the_synthetic_steps_and_free_m
         assert auto_max_tokens(on_gpu, spec, config, True, said.append) == expected
         assert config.data.mmlm_batch_size == 4 and config.data.block_size == size.block_size
     assert "98,304 tokens per objective" in said[0] and "expect running out of memory" in said[1]
+
+
+def test_with_in_batch_negatives_the_baseline_may_cut_the_step_into_smaller_micro_batches():
+    """In-batch negatives are the whole step's keys on both sides, however each cuts it."""
+    engine, baseline, spec = _sides(pooling="mean", normalize=True, temperature=0.05, in_batch_negatives=True)
+    spec = dataclasses.replace(spec, xlco_batch_size=8, max_tokens=1024)
+    finer = dataclasses.replace(spec, max_tokens=64)
+    assert len(synthetic_step(spec, 0).xlco) == 1 < len(synthetic_step(finer, 0).xlco)
+    check_losses(engine.losses(synthetic_step(spec, 0)), baseline.losses(synthetic_step(finer, 0)), rtol=1e-5)
+    for i in range(2):
+        ours = engine.step(lambda k: synthetic_step(spec, k), i, PhaseTimer())
+        theirs = baseline.step(lambda k: synthetic_step(finer, k), i, PhaseTimer())
+        check_losses(ours.losses, theirs.losses, rtol=1e-4)
+    torch.testing.assert_close(engine.contrast.queue, baseline.queue, rtol=1e-4, atol=1e-6)

@@ -215,3 +215,87 @@ def test_key_dropout_runs_the_key_encoder_in_training_mode(encoder, views, key_d
     assert torch.equal(xlco.encode_keys(*views), a)  # seeded: reproducible either way
     assert xlco.key_encoder.training == key_dropout
     assert torch.equal(a, b) != key_dropout
+
+
+# --- the translation-ranking family: margin, symmetric, in-step keys -------------------------
+
+
+def _plain_ranking_loss_sum(q, k, queue, temperature, margin, symmetric):
+    """The loss written out pair by pair: q_i ranks k_i among every key of the batch and the
+    queue, k_i ranks q_i among every query of the batch (symmetric), the margin taken off each
+    positive score, the two directions averaged."""
+    total = 0.0
+    for i in range(q.shape[0]):
+        others = [j for j in range(q.shape[0]) if j != i]
+        scores = torch.stack([q[i] @ k[i] - margin, *(q[i] @ k[j] for j in others), *(q[i] @ n for n in queue)])
+        forward = torch.logsumexp(scores / temperature, 0) - scores[0] / temperature
+        if not symmetric:
+            total = total + forward
+            continue
+        scores = torch.stack([k[i] @ q[i] - margin, *(k[i] @ q[j] for j in others)])
+        reverse = torch.logsumexp(scores / temperature, 0) - scores[0] / temperature
+        total = total + 0.5 * (forward + reverse)
+    return total
+
+
+def _unit_vectors(n, seed, d=64):
+    g = torch.Generator().manual_seed(seed)
+    return torch.nn.functional.normalize(torch.randn(n, d, generator=g), dim=-1)
+
+
+@pytest.mark.parametrize("symmetric, margin", [(False, 0.3), (True, 0.0), (True, 0.3)])
+def test_margin_and_symmetric_terms_match_a_plain_reference(encoder, symmetric, margin):
+    xlco = MomentumContrast(encoder, layer=1, queue_size=3, temperature=0.05, normalize=True,
+                            in_batch_negatives=True, symmetric=symmetric, margin=margin)  # fmt: skip
+    xlco.queue.copy_(_unit_vectors(3, seed=1))
+    q, k = _unit_vectors(5, seed=2).requires_grad_(), _unit_vectors(5, seed=3)
+    ours = xlco.batch_contrast(q, k).loss_sum()
+    (ours_grad,) = torch.autograd.grad(ours, q)
+    expected = _plain_ranking_loss_sum(q, k, xlco.queue, 0.05, margin, symmetric)
+    (expected_grad,) = torch.autograd.grad(expected, q)
+    assert ours.item() == pytest.approx(expected.item(), rel=1e-5)
+    torch.testing.assert_close(ours_grad, expected_grad, rtol=1e-5, atol=1e-5)
+
+
+def test_the_margin_lowers_the_loss_s_positive_not_the_accuracy_s(encoder):
+    xlco = MomentumContrast(encoder, layer=1, queue_size=1, temperature=0.5, normalize=True, margin=0.3)
+    xlco.queue.zero_()
+    q, k = torch.zeros(1, 64), torch.zeros(1, 64)
+    q[0, 0], k[0, 0] = 1.0, 1.0
+    out = xlco.batch_contrast(q, k)
+    assert out.logits.tolist() == [[2.0, 0.0]]  # q·k / τ, q·queue / τ
+    assert out.loss().item() == pytest.approx(-1.4 + math.log(math.exp(1.4) + 1.0), rel=1e-6)  # (1 − 0.3) / 0.5
+    assert out.accuracy() == 1.0
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_a_batch_cut_into_pieces_against_its_step_keys_is_the_whole_batch(encoder, symmetric):
+    """In-step keys: each piece's queries meet every key of the step; summed over the pieces,
+    loss and gradient are the whole batch's, however the pieces are cut and ordered."""
+    xlco = MomentumContrast(encoder, layer=1, queue_size=4, temperature=0.1, normalize=True,
+                            in_batch_negatives=True, symmetric=symmetric, margin=0.2 if symmetric else 0.0)  # fmt: skip
+    xlco.queue.copy_(_unit_vectors(4, seed=1))
+    q, k = _unit_vectors(6, seed=2).requires_grad_(), _unit_vectors(6, seed=3)
+    whole = xlco.batch_contrast(q, k).loss_sum()
+    (whole_grad,) = torch.autograd.grad(whole, q)
+
+    slots = torch.tensor([3, 0, 5, 1, 4, 2])  # pair i's slot in the step: keys arrive in any order
+    step = xlco.step_keys(k, slots, q.detach() if symmetric else None)
+    assert step.slots.tolist() == list(range(6)) and torch.equal(step.keys, k[torch.argsort(slots)])
+    total = 0.0
+    for piece in ([0, 1], [2], [3, 4, 5]):
+        out = xlco.step_contrast(q[piece], step, step.rows(slots[piece]))
+        assert out.logits.shape == (len(piece), 1 + 6 + 4)  # positive, the step's keys, the queue
+        total = total + out.loss_sum()
+    (total_grad,) = torch.autograd.grad(total, q)
+    assert total.item() == pytest.approx(whole.item(), rel=1e-5)
+    torch.testing.assert_close(total_grad, whole_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_translation_ranking_arguments_are_checked(encoder):
+    with pytest.raises(ValueError, match="symmetric=True: expected in_batch_negatives=True"):
+        MomentumContrast(encoder, layer=1, symmetric=True)
+    with pytest.raises(ValueError, match="margin=-0.1: expected a finite number >= 0"):
+        MomentumContrast(encoder, layer=1, normalize=True, margin=-0.1)
+    with pytest.raises(ValueError, match="margin=0.3: expected normalize=True"):
+        MomentumContrast(encoder, layer=1, margin=0.3)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
 from infoxlm.train.config import ConfigError, PRESETS, TrainConfig, apply_overrides, load_config_file, preset
+from infoxlm.train.contrast_recipes import CONTRAST_RECIPES, recipe_overrides
 
 
 def test_presets_carry_the_papers_hyperparameters():
@@ -222,3 +225,67 @@ def test_a_field_that_may_be_unset_parses_as_its_declared_type_and_auto_unsets_i
     assert preset("base").data.max_tokens is None and preset("demo").data.max_tokens == 8192
     with pytest.raises(ConfigError, match="data.max_tokens='lots': expected an integer"):
         apply_overrides(preset("base"), ["data.max_tokens=lots"])
+
+
+# LaBSE's objective, as the acceptance of in-step negatives states it.
+TRANSLATION_RANKING = ["contrast.use_momentum=false", "contrast.in_batch_negatives=true", "contrast.queue_size=0",
+                       "contrast.symmetric=true", "contrast.margin=0.3", "contrast.normalize=true",
+                       "contrast.temperature=0.05"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["contrast.margin=-0.1", "contrast.normalize=true"], "contrast.margin=-0.1: expected a finite number >= 0"),
+        (["contrast.margin=inf", "contrast.normalize=true"], "contrast.margin=inf: expected a finite number >= 0"),
+        (["contrast.margin=0.3"], "contrast.margin=0.3: expected 0, or > 0 with contrast.normalize=true"),
+        (["contrast.symmetric=true"], "contrast.symmetric=True: expected false, or true with contrast.in_batch_negatives=true"),
+        (["contrast.symmetric=maybe"], "contrast.symmetric='maybe': expected true or false"),
+        (["contrast.queue_size=0", "contrast.in_batch_negatives=false"], "contrast.queue_size=0: expected a positive number"),
+    ],
+)
+def test_translation_ranking_fields_are_validated(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        apply_overrides(preset("test"), overrides)
+
+
+def test_fields_that_need_each_other_may_be_set_in_any_order():
+    """A field allowed only with another (margin with normalize, symmetric and queue_size=0
+    with in-batch negatives) is checked once every --set is in."""
+    forward = apply_overrides(preset("test"), TRANSLATION_RANKING)
+    backward = apply_overrides(preset("test"), TRANSLATION_RANKING[::-1])
+    assert forward.to_json() == backward.to_json()
+    c = forward.contrast
+    assert (c.symmetric, c.margin, c.queue_size, c.use_momentum, c.normalize) == (True, 0.3, 0, False, True)
+
+
+def test_print_config_shows_the_translation_ranking_fields(capsys):
+    from infoxlm.cli import main
+
+    sets = [arg for o in TRANSLATION_RANKING for arg in ("--set", o)]
+    assert main(["pretrain", "--preset", "test", *sets, "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)["contrast"]
+    assert {k: printed[k] for k in ("symmetric", "margin", "in_batch_negatives", "queue_size", "use_momentum")} == {
+        "symmetric": True, "margin": 0.3, "in_batch_negatives": True, "queue_size": 0, "use_momentum": False}  # fmt: skip
+    assert main(["pretrain", "--preset", "test", "--set", "contrast.margin=0.3", "--print-config"]) == 1
+    assert "contrast.margin=0.3: expected 0, or > 0 with contrast.normalize=true" in capsys.readouterr().err
+
+
+def test_the_contrast_recipes_are_what_the_presets_train_and_apply_to_any_preset():
+    for name, preset_name in (("moco", "base"), ("demo", "demo")):  # each names a preset's contrast as it is
+        contrast = dataclasses.asdict(preset(preset_name).contrast)
+        assert {k: contrast[k] for k in CONTRAST_RECIPES[name]} == CONTRAST_RECIPES[name], name
+    translation = apply_overrides(preset("test"), recipe_overrides("translation-ranking"))
+    assert translation.to_json() == apply_overrides(preset("test"), TRANSLATION_RANKING).to_json()
+    for name in CONTRAST_RECIPES:
+        for preset_name in ("base", "demo", "test"):
+            apply_overrides(preset(preset_name), recipe_overrides(name))  # valid everywhere
+    with pytest.raises(ConfigError, match="contrast recipe 'labse': expected one of moco, demo, translation-ranking"):
+        recipe_overrides("labse")
+
+
+def test_the_readme_lists_each_contrast_recipe_as_its_set_lines():
+    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    for name in CONTRAST_RECIPES:
+        listed = re.search(rf"- `{re.escape(name)}`.*?`(--set\s[^`]*)`", text, re.S).group(1)
+        assert listed.split() == [word for line in recipe_overrides(name) for word in ("--set", line)], name

@@ -142,25 +142,46 @@ class HFBaseline:
         z = projection(pool(hidden, mask, self.pooling))  # <s> state or mean of real tokens (B, d) → (B, d)
         return F.normalize(z, dim=-1) if self.normalize else z
 
-    def _contrast_loss_sum(self, xlco) -> tuple[torch.Tensor, torch.Tensor]:
-        """Σ InfoNCE over the micro-batch's queries, and its keys (B, d)."""
-        q_ids, q_mask, k_ids, k_mask, _ = xlco
+    @torch.no_grad()
+    def _keys(self, xlco) -> torch.Tensor:
+        """The key vectors (B, d) of a micro-batch's pairs."""
+        _, _, k_ids, k_mask, _ = xlco
+        hidden = self.key_model.roberta(k_ids, attention_mask=k_mask, output_hidden_states=True).hidden_states
+        return self._project(hidden[self.layer], k_mask, self.key_projection)
+
+    def _step_keys(self, xlco_batches: list) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """With in-batch negatives: every key of the step (N, d) and its slot (N,), in slot order."""
+        if not self.in_batch_negatives or not xlco_batches:
+            return None
+        keys = torch.cat([self._keys(b) for b in xlco_batches]).float()
+        slots = torch.cat([b[4] for b in xlco_batches]).to(self.device)
+        order = torch.argsort(slots)
+        return keys[order], slots[order]
+
+    def _contrast_loss_sum(self, xlco, step_keys=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Σ InfoNCE over the micro-batch's queries, and its keys (B, d). With in-batch
+        negatives, ``step_keys`` holds every key of the step: a query's negatives are all of
+        them but its own, whatever micro-batch it is in."""
+        q_ids, q_mask, _, _, slots = xlco
         hidden = self.model.roberta(q_ids, attention_mask=q_mask, output_hidden_states=True).hidden_states
         q = self._project(hidden[self.layer], q_mask, self.query_projection)
-        with torch.no_grad():
-            hidden = self.key_model.roberta(k_ids, attention_mask=k_mask, output_hidden_states=True).hidden_states
-            k = self._project(hidden[self.layer], k_mask, self.key_projection)
-        q32, k32 = q.float(), k.float()
-        columns = [(q32 * k32).sum(dim=-1, keepdim=True)]  # positive (B, 1)
-        if self.in_batch_negatives:  # the batch's other keys (B, B), a query's own key excluded
-            own = torch.eye(q32.shape[0], dtype=torch.bool, device=q32.device)
-            columns.append((q32 @ k32.t()).masked_fill(own, float("-inf")))
+        q32 = q.float()
+        if step_keys is None:
+            k32 = self._keys(xlco).float()
+            columns = [(q32 * k32).sum(dim=-1, keepdim=True)]  # positive (B, 1)
+        else:
+            all_keys, all_slots = step_keys
+            rows = torch.searchsorted(all_slots, slots.to(self.device))
+            k32 = all_keys[rows]
+            columns = [(q32 * k32).sum(dim=-1, keepdim=True)]  # positive (B, 1)
+            own = rows[:, None] == torch.arange(all_keys.shape[0], device=self.device)  # (B, N)
+            columns.append((q32 @ all_keys.t()).masked_fill(own, float("-inf")))  # the step's other keys
         columns.append(q32 @ self.queue.t().float())  # queue (B, K)
         logits = torch.cat(columns, dim=1) / self.temperature
         targets = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
-        return F.cross_entropy(logits, targets, reduction="sum"), k
+        return F.cross_entropy(logits, targets, reduction="sum"), k32
 
-    def _micro_losses(self, picked: dict, counts: dict[str, int]):
+    def _micro_losses(self, picked: dict, counts: dict[str, int], step_keys=None):
         """(joint loss of the micro-step, per-objective summed losses, keys or None)."""
         total, sums, keys = 0.0, {}, None
         for name in ("mmlm", "tlm"):
@@ -170,7 +191,7 @@ class HFBaseline:
                 sums[name] = mean * masked
                 total = total + sums[name] / counts[name]
         if picked["xlco"] is not None:
-            sums["xlco"], keys = self._contrast_loss_sum(picked["xlco"])
+            sums["xlco"], keys = self._contrast_loss_sum(picked["xlco"], step_keys)
             total = total + sums["xlco"] / counts["xlco"]
         return total, sums, keys
 
@@ -194,9 +215,10 @@ class HFBaseline:
         batches = self._to_device(data)
         micro_steps = max(len(b) for b in batches.values())
         sums = dict.fromkeys(OBJECTIVES, 0.0)
+        step_keys = self._step_keys(batches["xlco"])
         for i in range(micro_steps):
             picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
-            _, micro, _ = self._micro_losses(picked, counts)
+            _, micro, _ = self._micro_losses(picked, counts, step_keys)
             for name, value in micro.items():
                 sums[name] += float(value)
         return {name: sums[name] / counts[name] for name in OBJECTIVES if counts[name]}
@@ -210,11 +232,14 @@ class HFBaseline:
         micro_steps = max(len(b) for b in batches.values())
         sums = dict.fromkeys(OBJECTIVES, 0.0)
         keys, key_slots = [], []
+        with timer("forward"):
+            with autocast_for(self.device, cfg.run.bf16):
+                step_keys = self._step_keys(batches["xlco"])
         for i in range(micro_steps):
             picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
             with timer("forward"):
                 with autocast_for(self.device, cfg.run.bf16):
-                    loss, micro, k = self._micro_losses(picked, counts)
+                    loss, micro, k = self._micro_losses(picked, counts, step_keys)
             with timer("backward"):
                 loss.backward()
             for name, value in micro.items():

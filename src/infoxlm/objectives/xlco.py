@@ -14,6 +14,13 @@ shared model and is passed in, so its parameters live only once, in the model, t
 and DDP. ``use_momentum=False`` is the paper's −Momentum ablation: keys come from the query
 encoder itself (without gradient) and there is no copy at all.
 
+Beyond the paper, the translation-ranking family (LaBSE's objective, Feng et al., 2022) is
+options of the same contrast: ``in_batch_negatives`` (the batch's other keys are negatives
+too), ``symmetric`` (the k→q direction as well, averaged), ``margin`` (subtracted from the
+positive's score). In training, a batch is the whole step: ``StepKeys`` holds every key of
+the step, computed before any query, so that what a query is contrasted with does not depend
+on how the step is cut into micro-batches or processes.
+
 Example::
 
     >>> import torch
@@ -59,17 +66,30 @@ def momentum_at(step: int, schedule: str = "constant", base: float = 0.9999, cap
 
 @dataclass
 class ContrastOutput:
-    """logits (B, 1 + K): column 0 is the positive key; keys (B, d): to enqueue after the step."""
+    """logits (B, 1 + K): column 0 is the positive key; keys (B, d): to enqueue after the step.
+
+    margin: subtracted from column 0 by the loss only (in logit units, margin / τ), so that
+    ``accuracy`` reads the scores themselves. reverse (B,): with ``symmetric``, each pair's
+    k→q loss, which the loss averages with the q→k one."""
 
     logits: torch.Tensor
     keys: torch.Tensor
+    margin: float = 0.0
+    reverse: torch.Tensor | None = None
 
     def loss(self) -> torch.Tensor:
         """Mean InfoNCE loss over the B queries."""
-        return F.cross_entropy(self.logits.float(), self.targets())
+        if not self.margin and self.reverse is None:
+            return F.cross_entropy(self.logits.float(), self.targets())
+        return self.loss_sum() / self.logits.shape[0]
 
     def loss_sum(self) -> torch.Tensor:
-        return F.cross_entropy(self.logits.float(), self.targets(), reduction="sum")
+        if not self.margin and self.reverse is None:  # the paper's contrast
+            return F.cross_entropy(self.logits.float(), self.targets(), reduction="sum")
+        forward = F.cross_entropy(with_margin(self.logits.float(), self.margin), self.targets(), reduction="none")
+        if self.reverse is None:
+            return forward.sum()
+        return 0.5 * (forward + self.reverse).sum()
 
     def targets(self) -> torch.Tensor:
         return torch.zeros(self.logits.shape[0], dtype=torch.long, device=self.logits.device)
@@ -77,6 +97,43 @@ class ContrastOutput:
     def accuracy(self) -> float:
         """Share of queries whose positive key scores strictly highest."""
         return float(positive_ranked_first(self.logits).float().mean())
+
+
+def with_margin(logits: torch.Tensor, margin: float) -> torch.Tensor:
+    """logits (B, 1 + N) with column 0 lowered by ``margin``: LaBSE's additive margin."""
+    if not margin:
+        return logits
+    return torch.cat([logits[:, :1] - margin, logits[:, 1:]], dim=1)
+
+
+@dataclass
+class StepKeys:
+    """Every key of a training step, all ranks', in global slot order: the positives and the
+    in-step negatives of ``in_batch_negatives``. They need no gradient, so the trainer
+    computes them all before any query; a query is then contrasted with the same keys
+    whatever the micro-batch budget or the number of processes (``MomentumContrast.forward``
+    with ``step=``). Fillers' keys are never among them.
+
+    With ``symmetric``, also the k→q direction, whose softmax runs over the step's queries:
+    computed once from query vectors encoded without gradient, as each anchor key's loss
+    and, for each query, the gradient of the step's summed k→q loss with respect to it,
+    which the query's own micro-step then passes into the encoder (GradCache's way)."""
+
+    keys: torch.Tensor  # (N, d) fp32
+    slots: torch.Tensor  # (N,) long, ascending
+    reverse_loss: torch.Tensor | None = None  # (N,) k→q loss of anchor key i
+    reverse_grad: torch.Tensor | None = None  # (N, d) ∂(Σ_i reverse_loss_i) / ∂q_j
+
+    def rows(self, slots: torch.Tensor) -> torch.Tensor:
+        """slots (B,) → their rows (B,). A filler's (slot 0, maybe absent) gets some row: it counts 0."""
+        return torch.searchsorted(self.slots, slots).clamp(max=self.slots.shape[0] - 1)
+
+
+def with_margin_on_diagonal(scores: torch.Tensor, margin: float) -> torch.Tensor:
+    """scores (N, N), pair i's own at [i, i], that one lowered by ``margin``."""
+    if not margin:
+        return scores
+    return scores - margin * torch.eye(scores.shape[0], dtype=scores.dtype, device=scores.device)
 
 
 def positive_ranked_first(logits: torch.Tensor) -> torch.Tensor:
@@ -105,6 +162,8 @@ class MomentumContrast(nn.Module):
         in_batch_negatives: bool = False,
         pooling: str = "cls",
         key_dropout: bool = False,
+        symmetric: bool = False,
+        margin: float = 0.0,
     ):
         super().__init__()
         config = encoder.config
@@ -119,6 +178,14 @@ class MomentumContrast(nn.Module):
             raise ValueError(f"temperature={temperature}: expected a positive number")
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(POOLINGS)}")
+        if symmetric and not in_batch_negatives:
+            # k→q ranks a key among the batch's queries: without them it has one candidate.
+            raise ValueError("symmetric=True: expected in_batch_negatives=True (k→q ranks among the batch's queries)")
+        if not (margin >= 0 and math.isfinite(margin)):
+            raise ValueError(f"margin={margin}: expected a finite number >= 0")
+        if margin > 0 and not normalize:
+            # A margin is a distance in cosine units; raw dot products have no fixed scale.
+            raise ValueError(f"margin={margin}: expected normalize=True (the margin is subtracted from a cosine)")
         d = config.hidden_size
         self.layer = layer
         self.temperature = temperature
@@ -127,6 +194,8 @@ class MomentumContrast(nn.Module):
         self.in_batch_negatives = in_batch_negatives
         self.pooling = pooling
         self.key_dropout = key_dropout
+        self.symmetric = symmetric
+        self.margin = margin
 
         self.query_projection = nn.Linear(d, d, bias=False)
         nn.init.normal_(self.query_projection.weight, std=config.initializer_range)
@@ -161,6 +230,8 @@ class MomentumContrast(nn.Module):
             in_batch_negatives=config.in_batch_negatives,
             pooling=config.pooling,
             key_dropout=config.key_dropout,
+            symmetric=config.symmetric,
+            margin=config.margin,
         )
 
     @property
@@ -258,14 +329,31 @@ class MomentumContrast(nn.Module):
         *,
         query_packing: Packing | None = None,
         key_packing: Packing | None = None,
+        step: StepKeys | None = None,
+        slots: torch.Tensor | None = None,
     ) -> ContrastOutput:
         """XLCO on B translation pairs: query vectors (with gradients) from ``encoder``, key
         vectors from the key encoder, logits against the positive and the negatives. The
         trainer's loss is ``.loss_sum()`` of this; the keys go into the queue after the
-        optimizer step. ``*_packing``: the views' own, if the batch carries them."""
+        optimizer step. ``*_packing``: the views' own, if the batch carries them.
+
+        step, slots: the step's keys, computed before (``StepKeys``), and the pairs' slots
+        (B,) in the step: the positives and in-step negatives are read there and no key is
+        encoded here; without them the B pairs are the whole batch."""
         q = self.encode_queries(encoder, query_ids, query_mask, packing=query_packing)  # (B, d)
+        if step is not None:
+            return self.step_contrast(q, step, step.rows(slots))
         k = self.encode_keys(key_ids, key_mask, encoder=encoder, packing=key_packing)  # (B, d)
-        return ContrastOutput(logits=self.contrast_logits(q, k), keys=k)
+        return self.batch_contrast(q, k)
+
+    def batch_contrast(self, q: torch.Tensor, k: torch.Tensor) -> ContrastOutput:
+        """q, k (B, d) of B pairs that are the whole batch: q→k logits (``contrast_logits``)
+        and, with symmetric, each pair's k→q loss over the batch's queries."""
+        reverse = None
+        if self.symmetric:  # the gradient flows through the queries, the candidates here
+            scores = with_margin_on_diagonal(k.float() @ q.float().t(), self.margin) / self.temperature  # (B, B)
+            reverse = F.cross_entropy(scores, torch.arange(q.shape[0], device=q.device), reduction="none")
+        return ContrastOutput(self.contrast_logits(q, k), k, self.margin / self.temperature, reverse)
 
     def contrast_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """q, k (B, d) → logits (B, 1 + K) = [q·k, q·queueᵀ] / τ, in fp32.
@@ -285,6 +373,46 @@ class MomentumContrast(nn.Module):
         if self.queue_size > 0:
             parts.append(q @ self.queue.t().float())  # (B, K)
         return torch.cat(parts, dim=1) / self.temperature
+
+    # --- a whole step's keys ------------------------------------------------------------------
+
+    @torch.no_grad()
+    def step_keys(self, keys: torch.Tensor, slots: torch.Tensor, queries: torch.Tensor | None = None) -> StepKeys:
+        """``StepKeys`` from every key of the step (N, d) and their slots (N,), in any order;
+        with ``symmetric``, ``queries`` (N, d): the same pairs' query vectors, without gradient."""
+        order = torch.argsort(slots)
+        keys, slots = keys[order].float(), slots[order]
+        if not self.symmetric:
+            return StepKeys(keys, slots)
+        q = queries[order].float()
+        # Anchors: the keys (rows); candidates: the step's queries (columns).
+        scores = with_margin_on_diagonal(keys @ q.t(), self.margin) / self.temperature  # (N, N)
+        log_z = torch.logsumexp(scores, dim=1)  # (N,)
+        loss = log_z - scores.diagonal()  # (N,)
+        # ∂loss_i/∂q_j = (p_ij − [i = j]) · k_i / τ, with p_ij = softmax over j of row i.
+        weights = torch.exp(scores - log_z[:, None])  # (N, N)
+        weights.diagonal().sub_(1.0)
+        return StepKeys(keys, slots, loss, weights.t() @ keys / self.temperature)
+
+    def step_contrast(self, q: torch.Tensor, step: StepKeys, rows: torch.Tensor) -> ContrastOutput:
+        """q (B, d), the pairs' rows (B,) in ``step`` → logits (B, 1 + N + K): the positive,
+        the step's N keys (a query's own masked to −inf), the queue; all in fp32."""
+        q32 = q.float()
+        positives = step.keys[rows]  # (B, d)
+        parts = [(q32 * positives).sum(dim=-1, keepdim=True)]  # (B, 1)
+        own = torch.zeros(q.shape[0], step.keys.shape[0], dtype=torch.bool, device=q.device)
+        own[torch.arange(q.shape[0], device=q.device), rows] = True
+        parts.append((q32 @ step.keys.t()).masked_fill(own, float("-inf")))  # (B, N)
+        if self.queue_size > 0:
+            parts.append(q32 @ self.queue.t().float())  # (B, K)
+        logits = torch.cat(parts, dim=1) / self.temperature
+        reverse = None
+        if step.reverse_grad is not None:
+            # The k→q losses of these pairs' anchors, and a term that is 0 in value and whose
+            # gradient with respect to q is the step's: ∂(Σ_i loss_i)/∂q_j for each query j.
+            passed = (q32 * step.reverse_grad[rows]).sum(dim=-1)  # (B,)
+            reverse = step.reverse_loss[rows] + (passed - passed.detach())
+        return ContrastOutput(logits, positives, self.margin / self.temperature, reverse)
 
     # --- the queue ------------------------------------------------------------------------
 

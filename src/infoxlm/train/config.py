@@ -152,13 +152,16 @@ class ContrastConfig(Section):
     # The authors' code runs the momentum encoder in training mode (dropout as model.dropout);
     # false runs it in eval mode (no dropout on the keys, MoCo-style).
     key_dropout: bool = True
+    # Not in the paper, the translation-ranking family (LaBSE): symmetric adds the k→q direction
+    # (a key ranks its query among the step's queries) and averages the two; margin is
+    # subtracted from the positive's cosine (LaBSE: 0.3).
+    symmetric: bool = False
+    margin: float = 0.0
 
     def validate(self) -> None:
         self._integer("layer", 1)  # its upper bound is the encoder's depth, checked by the trainer
         self._boolean("in_batch_negatives")
         self._integer("queue_size", 0)
-        if self.queue_size == 0 and not self.in_batch_negatives:
-            self._fail("queue_size", "a positive number of negative keys (0 only with contrast.in_batch_negatives=true)")
         self._number("temperature", 0.0, low_open=True)
         self._boolean("normalize")
         self._number("momentum", 0.0, 1.0)
@@ -168,6 +171,20 @@ class ContrastConfig(Section):
         self._integer("start_step", 0)
         self._choice("key_warmup", KEY_WARMUPS)
         self._boolean("key_dropout")
+        self._boolean("symmetric")
+        self._number("margin", 0.0)
+
+    def validate_combination(self) -> None:
+        """What one field allows only with another: checked on the whole config, once every
+        ``--set`` is in (``TrainConfig.validate``), so that their order does not matter."""
+        if self.queue_size == 0 and not self.in_batch_negatives:
+            self._fail("queue_size", "a positive number of negative keys (0 only with contrast.in_batch_negatives=true)")
+        if self.symmetric and not self.in_batch_negatives:
+            # k→q ranks a key among the step's queries: without in-batch negatives there is one.
+            self._fail("symmetric", "false, or true with contrast.in_batch_negatives=true")
+        if self.margin > 0 and not self.normalize:
+            # The margin is taken off a cosine; raw dot products have no fixed scale.
+            self._fail("margin", "0, or > 0 with contrast.normalize=true (a margin on cosines)")
 
 
 @dataclass
@@ -278,6 +295,7 @@ class TrainConfig:
         """Check every section and what spans sections; returns the config."""
         for section in (self.model, self.objectives, self.contrast, self.optim, self.run):
             section.validate()
+        self.contrast.validate_combination()
         if not isinstance(self.data, PipelineConfig):
             raise ConfigError(f"data: expected a PipelineConfig, got {type(self.data).__name__}")
         if not self.data.enabled:
@@ -483,8 +501,9 @@ def xl() -> TrainConfig:
     where the underlying MLM's cross-lingual retrieval is best, which it puts at 8 of 12 (base)
     and 12 of 24 (large); past large there is no measurement, so the universal layer follows
     large's half depth: 18. Check it on the starting model with ``infoxlm eval tatoeba --layers
-    all`` and move it with ``--set contrast.layer=N``. Trains from scratch or continues an
-    infoxlm run: XLM-R XL's own checkpoints are pre-LayerNorm, which this encoder is not."""
+    all`` and move it with ``--set contrast.layer=N``. Continues (``--init``) an infoxlm run or
+    model of this shape: XLM-R XL's own checkpoints are pre-LayerNorm, which this encoder is not;
+    from scratch, ``scratch-base`` with this shape's fields (train/continuation.py)."""
     return _past_large("xl", universal_layer=18)
 
 

@@ -9,6 +9,7 @@ one forward per backward.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -17,7 +18,7 @@ from torch import nn
 from ..data.batching import ContrastBatch, MLMBatch
 from ..model.encoder import Encoder
 from ..objectives.vocab_loss import token_cross_entropy
-from ..objectives.xlco import MomentumContrast, positive_ranked_first
+from ..objectives.xlco import MomentumContrast, StepKeys, positive_ranked_first
 
 
 @dataclass
@@ -32,6 +33,7 @@ class MicroStepLosses:
     xlco_correct: torch.Tensor | int = 0
     keys: torch.Tensor | None = None  # (B, d) this micro-step's keys, to enqueue after the step
     key_slots: torch.Tensor | None = None  # (B,) their slots in the global batch
+    queries: torch.Tensor | None = None  # (B, d) with keys_of and queries_too: query vectors, no gradient
     touch: torch.Tensor | None = None  # 0 × each parameter the objectives miss (see JointModel.forward)
 
 
@@ -99,6 +101,9 @@ class JointModel(nn.Module):
         xlco: ContrastBatch | None = None,
         touch_unreached: bool = False,
         keys_of: ContrastBatch | None = None,
+        queries_too: bool = False,
+        step_keys: StepKeys | None = None,
+        query_seed: int | None = None,
     ) -> MicroStepLosses:
         """Losses of the given micro-batches (any may be None); a filler's count 0 and its
         keys are not returned.
@@ -113,14 +118,28 @@ class JointModel(nn.Module):
         none) with one process or many. Only those parameters get the (dense, zero) gradient of
         the touch.
 
-        keys_of: only the key vectors of these pairs (filling the queue, without gradient);
-        through ``forward`` so that FSDP gathers the weights it needs as in a training step.
+        keys_of: only the key vectors of these pairs (filling the queue, or a step's keys
+        before its queries), without gradient, and with queries_too their query vectors; through
+        ``forward`` so that FSDP gathers the weights it needs as in a training step.
+
+        step_keys: every key of the step (``StepKeys``): the XLCO queries are contrasted with
+        them, and no key is encoded or returned for the queue (the step queues ``step_keys``).
+
+        query_seed: the XLCO query views' dropout drawn from this seed, not from the running
+        RNG, so that the pass without gradient (queries_too) and the pass with it draw the same
+        masks: the symmetric loss's k→q gradient is computed from the first (``StepKeys``).
         """
         out = MicroStepLosses()
         if keys_of is not None:
-            view = keys_of.key
+            query, view = keys_of.query, keys_of.key
             keys = self.contrast.encode_keys(view.input_ids, view.attention_mask, encoder=self.encoder, packing=view.packing)
             out.keys, out.key_slots = _queued(keys, keys_of)
+            if queries_too:
+                with torch.no_grad(), seeded_dropout(query_seed, query.input_ids.device):
+                    queries = self.contrast.encode_queries(
+                        self.encoder, query.input_ids, query.attention_mask, packing=query.packing
+                    )
+                out.queries = _queued(queries, keys_of)[0]
             return out
         mlm = [b for b in (mmlm, tlm) if b is not None]
         if mlm:
@@ -129,19 +148,36 @@ class JointModel(nn.Module):
             out.tlm = _counted(next(sums), tlm) if tlm is not None else None
         if xlco is not None:
             query, key = xlco.query, xlco.key
-            contrast = self.contrast(
-                self.encoder, query.input_ids, query.attention_mask, key.input_ids, key.attention_mask,
-                query_packing=query.packing, key_packing=key.packing,
-            )  # fmt: skip
+            with seeded_dropout(query_seed, query.input_ids.device):
+                contrast = self.contrast(
+                    self.encoder, query.input_ids, query.attention_mask, key.input_ids, key.attention_mask,
+                    query_packing=query.packing, key_packing=key.packing, step=step_keys, slots=xlco.slots,
+                )  # fmt: skip
             out.xlco = _counted(contrast.loss_sum(), xlco)
             if not xlco.filler:
                 out.xlco_correct = positive_ranked_first(contrast.logits.detach()).sum()
-            out.keys, out.key_slots = _queued(contrast.keys, xlco)
+            if step_keys is None:
+                out.keys, out.key_slots = _queued(contrast.keys, xlco)
         if touch_unreached:
             unreached = self.unreached_parameters(bool(mlm), xlco is not None)
             if unreached:
                 out.touch = sum(p.view(-1)[0] for p in unreached) * 0.0
         return out
+
+
+def seeded_dropout(seed: int | None, device: torch.device) -> contextlib.AbstractContextManager:
+    """Random draws (dropout) inside from a generator seeded with ``seed``, the running RNG
+    left as it was; nothing changed with None."""
+    if seed is None:
+        return contextlib.nullcontext()
+    return _seeded(seed, device)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int, device: torch.device):
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        yield
 
 
 def _counted(loss_sum: torch.Tensor, batch: MLMBatch | ContrastBatch) -> torch.Tensor:

@@ -3,7 +3,8 @@
 ``build_joint_step`` puts the encoder and the contrast on the device, compiles their layers if
 asked, wraps the trainable module (``JointModel``) in DDP in a world of several processes, and
 makes the optimizer and the schedule; ``JointStep`` then runs one optimizer step on one step's
-data: micro-batches → losses → backward → clip → optimizer → EMA → enqueue. The trainer
+data: (with in-batch negatives, every key of the step first) → micro-batches → losses →
+backward → clip → optimizer → EMA → enqueue. The trainer
 (loop.py) and ``infoxlm bench`` (bench/engine_step.py) both build theirs here, so the step
 the benchmark times is the step training runs.
 """
@@ -20,7 +21,7 @@ import torch
 from ..data.batching import filler_contrast_batch, filler_mlm_batch
 from ..data.pipeline import StepData
 from ..model.encoder import Encoder
-from ..objectives.xlco import MomentumContrast, momentum_at
+from ..objectives.xlco import MomentumContrast, StepKeys, momentum_at
 from .checkpoint import last_good_checkpoint
 from .config import TrainConfig
 from .errors import TrainingError
@@ -68,7 +69,8 @@ class StepPhases:
     """The step's phase hook: ``with phases(name): …`` around each part of a training step.
 
     Parts: data, forward, backward, optimizer, ema, queue (forward and backward once per
-    micro-step). This default does nothing; the benchmark passes a timer
+    micro-step; forward also around the step's keys, encoded before any query with in-batch
+    negatives). This default does nothing; the benchmark passes a timer
     (``bench/timing.PhaseTimer``, which synchronises a GPU at each boundary).
     """
 
@@ -141,8 +143,15 @@ class JointStep:
         sums = torch.zeros(4, dtype=torch.float64, device=device)  # mmlm, tlm, xlco loss sums; xlco correct
         keys, key_slots = [], []
         autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=computes_in_bf16(cfg, world))
+        step_keys, query_seeds = None, [None] * len(batches["xlco"])
+        if batches["xlco"] and self.contrast.in_batch_negatives:
+            if self.contrast.symmetric:  # one dropout seed per XLCO micro-batch, for both its query passes
+                query_seeds = torch.randint(0, 2**62, (len(batches["xlco"]),)).tolist()
+            with phases("forward"):
+                step_keys = self.encode_step_keys(batches["xlco"], query_seeds, autocast)
         for i in range(micro_steps):
             picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
+            query_seed = aligned_micro_batch(query_seeds, i, micro_steps)
             last = i == micro_steps - 1
             with no_gradient_sync(self.ddp, last):
                 with phases("forward"):
@@ -150,7 +159,10 @@ class JointStep:
                         # The last micro-step touches what no objective reached (see JointModel);
                         # FSDP gets zero gradients for them after the backward instead.
                         touch = last and not self.sharded
-                        out: MicroStepLosses = self.ddp(picked["mmlm"], picked["tlm"], picked["xlco"], touch_unreached=touch)
+                        out: MicroStepLosses = self.ddp(
+                            picked["mmlm"], picked["tlm"], picked["xlco"], touch_unreached=touch,
+                            step_keys=step_keys, query_seed=query_seed,
+                        )  # fmt: skip
                     loss = self._combine(out, counts) * world.size  # DDP averages over ranks; we want the sum
                     for j, name in enumerate(OBJECTIVES):
                         if getattr(out, name) is not None:
@@ -191,7 +203,9 @@ class JointStep:
                     momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
                     self.contrast.momentum_update(self.model.encoder, momentum)
         with phases("queue"):
-            if keys:  # on every rank or none: even_out gave each rank XLCO micro-steps alike
+            if step_keys is not None:  # every rank's, in slot order already
+                self.contrast.enqueue(step_keys.keys)
+            elif keys:  # on every rank or none: even_out gave each rank XLCO micro-steps alike
                 self.enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
         return StepResult(sums=sums_cpu, counts=counts, grad_norm=grad_norm, lr=lr, momentum=momentum)
 
@@ -233,6 +247,30 @@ class JointStep:
                     f"step {step}: the {name} loss is not finite ({sums[j] / counts[name]}); "
                     f"stopping; {last_good_checkpoint(self.run_dir)}"
                 )
+
+    @torch.no_grad()
+    def encode_step_keys(self, batches: list, query_seeds: list, autocast) -> StepKeys:
+        """Every key of the step, before any query: each XLCO micro-batch's keys (without
+        gradient), gathered from all ranks in slot order (the order of the global batch, the
+        same for any world size or micro-batch budget); with ``contrast.symmetric`` the query
+        vectors too (an extra forward pass without gradient to the universal layer), from
+        which the k→q direction is computed once for the step. Fillers run (every rank calls
+        the same modules) but their vectors are dropped: no filler is a negative."""
+        keys, slots, queries = [], [], []
+        symmetric = self.contrast.symmetric
+        for batch, seed in zip(batches, query_seeds):
+            with autocast:
+                out: MicroStepLosses = self.ddp(keys_of=batch, queries_too=symmetric, query_seed=seed)
+            keys.append(out.keys.float())
+            slots.append(out.key_slots)
+            if symmetric:
+                queries.append(out.queries.float())
+        keys, slots = torch.cat(keys), torch.cat(slots)
+        order = torch.argsort(slots)  # ranks hold contiguous slot ranges: gathered in rank order = slot order
+        gathered = [all_gather_rows(keys[order], self.world), all_gather_rows(slots[order], self.world)]
+        if symmetric:
+            gathered.append(all_gather_rows(torch.cat(queries)[order], self.world))
+        return self.contrast.step_keys(*gathered)
 
     def enqueue_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> None:
         """Keys of all ranks, in global slot order (ranks hold contiguous slot ranges)."""
