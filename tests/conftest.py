@@ -80,6 +80,30 @@ def tiny_model_dir(tmp_path_factory):
     return encoder.save_pretrained(root / "model", tokenizer)
 
 
+@pytest.fixture(scope="session")
+def tiny_run(tiny_model_dir, tmp_path_factory):
+    """A run directory of `infoxlm pretrain`: two steps of the test preset on a store of TINY_TEXT
+    (en, de, en-de) tokenized with the tiny model's tokenizer, contrasting on layer 2 of 2 (the
+    default-layer rule without a recorded layer gives 1), a checkpoint after each step."""
+    import contextlib
+    import io
+
+    from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
+    from infoxlm.train.config import apply_overrides, preset
+    from infoxlm.train.loop import pretrain
+
+    root = tmp_path_factory.mktemp("tiny-run")
+    tokenizer = tiny_model_dir.parent / "tokenizer"
+    for lang in ("en", "de"):
+        (root / f"{lang}.txt").write_text("\n".join(TINY_TEXT[lang] * 5) + "\n", encoding="utf-8")
+        prepare_monolingual(lang, [root / f"{lang}.txt"], tokenizer, root / "store", show_progress=False)
+    prepare_parallel("en-de", tokenizer, root / "store", src=root / "en.txt", tgt=root / "de.txt", show_progress=False)
+    config = apply_overrides(preset("test"), ["optim.max_steps=2", "run.save_every=1", "contrast.layer=2"])
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        pretrain(config, root / "store", root / "run", progress=False)
+    return root / "run"
+
+
 @pytest.fixture
 def offline_hub(tmp_path, monkeypatch):
     """The Hugging Face Hub out of reach (HF_DATASETS_OFFLINE) and an empty datasets cache,

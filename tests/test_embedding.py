@@ -43,7 +43,8 @@ def test_several_layers_at_once_equal_one_layer_at_a_time(loaded, tiny_model_dir
     for layer in (0, 1, 2):
         np.testing.assert_allclose(all_layers[layer], embed(tiny_model_dir, SENTENCES, layer=layer), atol=1e-5)
     assert not np.allclose(all_layers[0], all_layers[2])
-    np.testing.assert_allclose(embed(tiny_model_dir, SENTENCES), all_layers[2], atol=1e-5)  # default: last layer
+    # Default: the one rule's layer; this model records no contrast layer: the middle of 2.
+    np.testing.assert_allclose(embed(tiny_model_dir, SENTENCES), all_layers[1], atol=1e-5)
 
 
 def test_agrees_with_transformers_hidden_states(transformers, tiny_model_dir):

@@ -63,18 +63,23 @@ def add_embed_command(commands: argparse._SubParsersAction) -> None:
         description=(
             "Read sentences, one per line, and write their embeddings as a float32 NumPy array "
             "(N, d) in .npy format, row i for line i. Mean pooling averages every non-padding "
-            "token, <s> and </s> included. Example: infoxlm embed --model runs/m --layer 8 "
-            "< sentences.txt > vectors.npy"
+            "token, <s> and </s> included. --model is a Hugging Face directory, a sentence-transformers "
+            "export or a run directory; the closing line on stderr says the layer used and why. "
+            "Example: infoxlm embed --model runs/m --layer 8 < sentences.txt > vectors.npy"
         ),
     )
-    p.add_argument("--model", required=True, type=Path, help="Hugging Face XLM-R directory with weights and tokenizer")
+    p.add_argument("--model", required=True, type=Path,
+                   help="Hugging Face XLM-R directory, sentence-transformers export or run directory of `infoxlm pretrain`")
+    p.add_argument("--step", type=positive_int, default=None, help="run directory: checkpoint step (default: the latest)")
     p.add_argument(
         "--layer",
         type=int,
         default=None,
-        help="hidden_states index: 0 = embedding output, L = last layer (default: last)",
+        help="hidden_states index: 0 = embedding output, L = last layer (default: the contrast layer "
+        "the model records, else the paper's: 8 of 12, 14 of 24, else the middle layer)",
     )
-    p.add_argument("--pooling", choices=["mean", "cls"], default="mean", help="default: mean")
+    p.add_argument("--pooling", choices=["mean", "cls"], default=None,
+                   help="default: what a sentence-transformers export records, else mean")
     p.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch (default: 32)")
     p.add_argument("--max-length", type=positive_int, default=512, help="tokens per sentence, specials included (default: 512)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)")
@@ -102,32 +107,37 @@ def read_sentences(path: Path | None) -> list[str]:
 def run_embed(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .embedding import embed, resolve_layer
+    from .embedding import embed_layers, load_for_inference
+    from .train.model_source import open_model
 
-    # Everything that can be checked is checked before the model is loaded.
+    # Everything that can be checked is checked before the weights are loaded.
     if args.output is not None:
         check_output_file(args.output)
     elif sys.stdout.isatty():
         raise InfoXLMError("refusing to write binary .npy data to a terminal; redirect stdout or use --output")
-    layer = resolve_layer(args.model, args.layer, name="--layer")
-    sentences = read_sentences(args.input)
-    vectors = embed(
-        args.model,
+    with open_model(args.model, args.step) as model:
+        layer, rule = model.layer(args.layer)
+        pooling = model.pooling(args.pooling)
+        sentences = read_sentences(args.input)
+        encoder, tokenizer = load_for_inference(model, args.device)
+    vectors = embed_layers(
+        encoder,
+        tokenizer,
         sentences,
-        layer=layer,
-        pooling=args.pooling,
+        [layer],
+        pooling=pooling,
         batch_size=args.batch_size,
         max_length=args.max_length,
-        device=args.device,
         progress=True,
-    )
+    )[layer]
     if args.output is None:
         np.save(sys.stdout.buffer, vectors)
         sys.stdout.buffer.flush()
     else:
         with atomic_file(args.output) as tmp, open(tmp, "wb") as f:
             np.save(f, vectors)
-    print(f"embedded {vectors.shape[0]} sentences → {vectors.shape[1]} dimensions", file=sys.stderr)
+    print(f"embedded {vectors.shape[0]} sentences → {vectors.shape[1]} dimensions: {model.says(layer, rule, pooling)}",
+          file=sys.stderr)
     return 0
 
 

@@ -4,7 +4,8 @@ Sentences are sorted by length before batching, so a batch holds sentences of si
 and padding stays small; the rows come back in input order. Mean pooling averages the hidden
 states of every non-padding token, ``<s>`` and ``</s>`` included (the XTREME / Tatoeba
 protocol); ``cls`` takes the ``<s>`` state. Layer k is Hugging Face's ``hidden_states[k]``:
-0 is the embedding output, L the last layer.
+0 is the embedding output, L the last layer; without one, the layer the model records (the
+contrast layer), else the paper's protocol (model/sentence_layer.py).
 
 Example::
 
@@ -23,11 +24,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .errors import InfoXLMError
-from .model.config import EncoderConfig
 from .model.encoder import Encoder
 from .model.fast_paths import FastPaths
 from .tokenizer import Tokenizer
+from .train.model_source import OpenedModel, open_model
 
 POOLINGS = ("mean", "cls")
 
@@ -101,48 +101,40 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
     return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
 
-def resolve_layer(model_path: str | Path, layer: int | None, name: str = "layer") -> int:
-    """``layer`` checked against the model's ``config.json`` (None: the last layer), before any
-    weight is read; an index outside 0 … L is an ``InfoXLMError`` naming both."""
-    config = EncoderConfig.load(model_path)
-    L = config.num_hidden_layers
-    if layer is None:
-        return L
-    if not 0 <= layer <= L:
-        raise InfoXLMError(
-            f"{name} {layer}: {Path(model_path) / 'config.json'} gives {L} layers; expected "
-            f"0 (embedding output) … {L} (last layer)"
-        )
-    return layer
-
-
 def embed(
     model_path: str | Path,
     sentences: Sequence[str],
     layer: int | None = None,
-    pooling: str = "mean",
+    pooling: str | None = None,
     batch_size: int = 32,
     *,
+    step: int | None = None,
     max_length: int = 512,
     device: str | torch.device | None = None,
     progress: bool = False,
 ) -> np.ndarray:
-    """Embed sentences with the model (and tokenizer) saved in ``model_path``: float32 (N, d).
+    """Embed sentences with a model and its tokenizer: float32 (N, d).
 
-    ``layer`` is a Hugging Face ``hidden_states`` index (default: the last layer).
+    ``model_path``: a Hugging Face directory, a sentence-transformers export or a run directory
+    (its latest checkpoint, or ``step``); see train/model_source.py. ``layer`` is a Hugging Face
+    ``hidden_states`` index (default: the layer the model records, else the paper's protocol;
+    model/sentence_layer.py); ``pooling`` defaults to what a sentence-transformers export
+    records, else mean.
     """
-    layer = resolve_layer(model_path, layer)
-    device = torch.device(device) if device is not None else default_device()
-    encoder = Encoder.from_pretrained(model_path, fast_paths=FastPaths.inference()).to(device)
-    tokenizer = Tokenizer.from_pretrained(model_path)
+    with open_model(model_path, step, flag="model_path") as model:
+        layer, _ = model.layer(layer, flag="layer")
+        pooling = model.pooling(pooling, flag="pooling")
+        encoder, tokenizer = load_for_inference(model, device)
     vectors = embed_layers(
-        encoder,
-        tokenizer,
-        sentences,
-        [layer],
-        pooling=pooling,
-        batch_size=batch_size,
-        max_length=max_length,
-        progress=progress,
+        encoder, tokenizer, sentences, [layer], pooling=pooling, batch_size=batch_size, max_length=max_length, progress=progress
     )
     return vectors[layer]
+
+
+def load_for_inference(model: OpenedModel, device: str | torch.device | None = None) -> tuple[Encoder, Tokenizer]:
+    """The encoder (with ``FastPaths.inference()``, on ``device``, default: cuda if available)
+    and the tokenizer of an opened model; a model without a tokenizer is refused first."""
+    tokenizer = model.tokenizer("embedding")
+    device = torch.device(device) if device is not None else default_device()
+    encoder = Encoder.from_pretrained(model.directory, fast_paths=FastPaths.inference()).to(device)
+    return encoder, tokenizer

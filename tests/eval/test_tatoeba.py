@@ -11,7 +11,7 @@ import pytest
 
 from infoxlm import Encoder, Tokenizer
 from infoxlm.eval.retrieval import retrieval_accuracy
-from infoxlm.eval.tatoeba import EvalDataError, default_layer, evaluate_tatoeba, load_pairs, resolve_languages
+from infoxlm.eval.tatoeba import EvalDataError, evaluate_tatoeba, load_pairs, resolve_languages
 
 from conftest import TINY_TEXT
 
@@ -107,15 +107,6 @@ def model_with_layers(tiny_model_dir, folder, num_layers, contrast_layer=None):
     return folder
 
 
-def test_default_layer_rule():
-    assert default_layer(12) == (8, "XTREME: layer 7 of 12 above the embeddings")
-    assert default_layer(24)[0] == 14  # XTREME's run_tatoeba.sh: layer 13 for xlm-roberta-large
-    assert default_layer(12, contrast_layer=5)[0] == 8  # the paper's protocol wins where it applies
-    assert default_layer(4, contrast_layer=2) == (2, "the model's contrast layer (infoxlm_contrast_layer in config.json)")
-    assert default_layer(4, contrast_layer=9) == (2, "the middle layer of 4")
-    assert default_layer(3)[0] == 2 and default_layer(6)[0] == 3
-
-
 def test_without_layer_a_12_layer_model_is_scored_at_xtremes_layer_8(tiny_model_dir, tmp_path):
     model = model_with_layers(tiny_model_dir, tmp_path / "twelve", 12)
     write_laser(tmp_path / "data", "deu", TINY_TEXT["de"], TINY_TEXT["en"])
@@ -137,13 +128,13 @@ def test_layer_all_names_the_default_layer_and_report_uses_it(tiny_model_dir, tm
                  "--layer", "all", "--output", str(tmp_path / "all.json")]) == 0
     out = json.loads((tmp_path / "all.json").read_text())
     assert out["layer"] == 3 and "contrast layer" in out["layer_rule"] and set(out["layers"]) == {"0", "1", "2", "3", "4"}
-    assert "layer 3 (the model's contrast layer" in capsys.readouterr().out
+    assert "layer 3 (the contrast layer the model records" in capsys.readouterr().out
     # report: the file's fixed layer, even where another layer scores higher on these (test) data
     out["layers"]["0"]["average"]["xx2en"] = 100.0
     (tmp_path / "all.json").write_text(json.dumps(out))
     assert main(["report", str(tmp_path / "all.json"), "--output", str(tmp_path / "report")]) == 0
     md = (tmp_path / "report" / "report.md").read_text()
-    assert "all (layer 3, the model's contrast layer" in md and "(layer 0" not in md
+    assert "all (layer 3, the contrast layer the model records" in md and "(layer 0" not in md
     del out["layer"], out["layer_rule"]  # an older file: the rule for its depth (4 layers: the middle one)
     (tmp_path / "all.json").write_text(json.dumps(out))
     assert main(["report", str(tmp_path / "all.json"), "--output", str(tmp_path / "report")]) == 0

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+
+import pytest
 
 from infoxlm.cli import main
 
@@ -35,3 +38,14 @@ def test_finetune_errors(tiny_model_dir, tmp_path, capsys):
                    "--data", str(tmp_path), "--output", str(tmp_path / "r"), "--languages", "en")
     assert "no test-context-en-question-en.json" in err
     assert "warmup '5x'" in error_of(capsys, *base, "--setting", "cross-lingual-transfer", "--warmup", "5x")
+
+
+@pytest.mark.slow
+def test_finetune_takes_a_run_directory_and_names_it(tiny_run, tmp_path, capsys):
+    data = write_xnli(tmp_path / "data", n_train=4, n_eval=2)
+    assert main(["finetune", "xnli", "--model", str(tiny_run), "--step", "1", "--data", str(data), "--output",
+                 str(tmp_path / "ft"), "--setting", "cross-lingual-transfer", "--languages", "en", "de", "--max-steps", "1",
+                 "--no-save-model", "--no-progress"]) == 0
+    name = f"{tiny_run} (run directory, checkpoint step 1)"
+    assert f"[xnli] {name}: fine-tuning all 2 layers" in capsys.readouterr().out
+    assert json.loads((tmp_path / "ft" / "results.json").read_text())["model"] == name  # not a temporary copy

@@ -41,10 +41,11 @@ from ..data.prepare import prepare_monolingual, prepare_parallel
 from ..embedding import embed_layers
 from ..errors import InfoXLMError
 from ..eval.plots import plot_layerwise
-from ..eval.tatoeba import default_layer, evaluate_tatoeba, resolve_languages
+from ..eval.tatoeba import evaluate_tatoeba, resolve_languages
 from ..model.encoder import Encoder
 from ..model.fast_paths import FastPaths
 from ..model.hub import read_contrast_layer
+from ..model.sentence_layer import default_layer
 from ..tokenizer import Tokenizer
 from ..tokenizer_training import train_tokenizer
 from ..train.config import apply_overrides, preset

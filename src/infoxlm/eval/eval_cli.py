@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..cli_args import positive_int
 from ..errors import InfoXLMError
 from ..outputs import atomic_file, check_output_file
 from .mlqa_cli import add_mlqa_score_command
+
+if TYPE_CHECKING:  # the parsers import no torch (cli.py)
+    from ..train.model_source import OpenedModel
 
 
 def add_eval_commands(commands: argparse._SubParsersAction) -> None:
@@ -24,23 +28,28 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
             "Tatoeba retrieval as XTREME scores it: mean-pooled hidden states (non-padding tokens,\n"
             "<s> and </s> included), cosine nearest neighbour, top-1 accuracy xx→en and en→xx.\n"
             "--layer is a Hugging Face hidden_states index (0 = embeddings); XTREME's layer n is n+1\n"
-            "(its default 7 is --layer 8). Without --layer, the paper's protocol (\"following XTREME, the\n"
-            "seventh Transformer layer\"): hidden_states 8 of a 12-layer model and 14 of a 24-layer one (the\n"
-            "layers XTREME's run_tatoeba.sh uses); for other depths the contrast layer `infoxlm export`\n"
-            "recorded in config.json (infoxlm_contrast_layer), else the middle layer. The JSON states\n"
-            "\"layer\" and \"layer_rule\". With --layer all, every layer is scored, the table shows that\n"
-            "default layer (never the one best on the test data), and a PNG of the layer-wise curve is\n"
-            "written beside OUT.json.\n\n"
+            "(its default 7 is --layer 8). Without --layer, the rule every command uses: the contrast layer\n"
+            "the model records (infoxlm_contrast_layer in config.json, a run's contrast.layer; the layer a\n"
+            "sentence-transformers export pools), else the paper's protocol (\"following XTREME, the seventh\n"
+            "Transformer layer\"): hidden_states 8 of a 12-layer model and 14 of a 24-layer one (the layers\n"
+            "XTREME's run_tatoeba.sh uses), else the middle layer. The JSON states \"layer\" and\n"
+            "\"layer_rule\". With --layer all, every layer is scored, the table shows that default layer\n"
+            "(never the one best on the test data), and a PNG of the layer-wise curve is written beside\n"
+            "OUT.json. --model is a Hugging Face directory, a sentence-transformers export or a run\n"
+            "directory of `infoxlm pretrain` (its latest checkpoint, or --step N).\n\n"
             "examples:\n"
             "  infoxlm eval tatoeba --model my-model --data tatoeba/ --langs paper14 --layer 8 --output t.json\n"
             "  infoxlm eval tatoeba --model my-model --data hf:xtreme --langs xtreme36 --layer all --output t.json"
         ),
     )
-    t.add_argument("--model", required=True, type=Path, help="Hugging Face XLM-R directory (weights + tokenizer)")
+    t.add_argument("--model", required=True, type=Path,
+                   help="Hugging Face XLM-R directory, sentence-transformers export or run directory of `infoxlm pretrain`")
+    t.add_argument("--step", type=positive_int, default=None, help="run directory: checkpoint step (default: the latest)")
     t.add_argument("--data", required=True, help="directory of LASER files tatoeba.xxx-eng.{xxx,eng}, or hf:xtreme")
     t.add_argument("--langs", nargs="+", default=None, help="codes (de or deu) or presets paper14, xtreme36 (default: all in --data)")
     t.add_argument("--layer", default=None, help="hidden_states index, or 'all' (default: XTREME's layer, see above)")
-    t.add_argument("--pooling", choices=["mean", "cls"], default="mean", help="default: mean")
+    t.add_argument("--pooling", choices=["mean", "cls"], default=None,
+                   help="default: what a sentence-transformers export records, else mean (XTREME's)")
     t.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default: 64)")
     t.add_argument("--device", default=None, help="cpu, cuda … (default: cuda if available)")
     t.add_argument("--output", required=True, type=Path, help="JSON file to write")
@@ -49,60 +58,61 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def run_eval_tatoeba(args: argparse.Namespace) -> int:
-    import torch
+    from ..train.model_source import open_model
+    from .tatoeba import resolve_languages
 
-    from ..embedding import default_device, resolve_layer
-    from ..model.encoder import Encoder
-    from ..model.fast_paths import FastPaths
-    from ..model.hub import read_contrast_layer
-    from ..tokenizer import Tokenizer
-    from .tatoeba import default_layer, evaluate_tatoeba, resolve_languages
-
-    # The outputs, the layer (against config.json) and the data are checked before any weight is read.
+    # The outputs, --layer and the data are checked before the model is opened (a run's
+    # checkpoint is read then), the layer against the model's depth before any weight is loaded.
     check_output_file(args.output)
-    png_path = args.output.with_suffix(".png")
-    num_layers = resolve_layer(args.model, None)
-    rule_layer, rule = default_layer(num_layers, read_contrast_layer(args.model))
-    if args.layer is None:
-        layers = [rule_layer]
-    elif args.layer == "all":
-        check_output_file(png_path)
-        layers = list(range(num_layers + 1))
+    if args.layer == "all":
+        check_output_file(args.output.with_suffix(".png"))
+        requested = "all"
     else:
         try:
-            layer = int(args.layer)
+            requested = None if args.layer is None else int(args.layer)
         except ValueError:
-            raise InfoXLMError(f"--layer {args.layer!r}: expected an integer 0 … {num_layers} or 'all'") from None
-        layers = [resolve_layer(args.model, layer, name="--layer")]
-        rule_layer, rule = layers[0], "--layer"
+            raise InfoXLMError(f"--layer {args.layer!r}: expected a hidden_states index (an integer) or 'all'") from None
     languages = resolve_languages(args.langs, args.data)
-    encoder = Encoder.from_pretrained(args.model, fast_paths=FastPaths.inference())
-    tokenizer = Tokenizer.from_pretrained(args.model)
-    encoder.to(torch.device(args.device) if args.device else default_device())
+    with open_model(args.model, args.step) as model:
+        return _eval_tatoeba(args, model, languages, requested)
+
+
+def _eval_tatoeba(args: argparse.Namespace, model: OpenedModel, languages: list[str], requested: int | str | None) -> int:
+    from ..embedding import load_for_inference
+    from .tatoeba import evaluate_tatoeba
+
+    pooling = model.pooling(args.pooling)
+    if requested == "all":
+        rule_layer, rule = model.default_layer()
+        layers = list(range(model.num_layers + 1))
+    else:
+        rule_layer, rule = model.layer(requested)
+        layers = [rule_layer]
+    encoder, tokenizer = load_for_inference(model, args.device)
     result = evaluate_tatoeba(
         encoder, tokenizer, args.data, languages, layers,
-        pooling=args.pooling, batch_size=args.batch_size, progress=not args.no_progress,
+        pooling=pooling, batch_size=args.batch_size, progress=not args.no_progress,
     )
     if args.layer == "all":
         from .plots import plot_layerwise
 
-        out = {"pooling": args.pooling, "layer": rule_layer, "layer_rule": rule,
+        png = args.output.with_suffix(".png")
+        out = {"pooling": pooling, "layer": rule_layer, "layer_rule": rule,
                "layers": {str(k): v for k, v in result["layers"].items()}}
         curves = {"": {k: v["average"] for k, v in result["layers"].items()}}
-        title = f"Tatoeba, {len(languages)} languages, {args.pooling} pooling"
-        with atomic_file(png_path) as tmp:
+        title = f"Tatoeba, {len(languages)} languages, {pooling} pooling"
+        with atomic_file(png) as tmp:
             plot_layerwise(curves, tmp, title)
-        png = png_path
         shown = {**result["layers"][rule_layer], "layer_rule": rule}  # never the layer best on test
     else:
         out = shown = {**result["layers"][layers[0]], "layer_rule": rule}
         png = None
     with atomic_file(args.output) as tmp:
         tmp.write_text(json.dumps(out, indent=2) + "\n")
-    _print_table(shown)
+    _print_table(shown)  # its first line says the layer and why
     if args.layer == "all":
         _print_layer_table(result["layers"], rule_layer)
-    print(f"wrote {args.output}" + (f" and {png}" if png else ""))
+    print(f"wrote {args.output}" + (f" and {png}" if png else "") + f" ({model.source.describe()})")
     return 0
 
 

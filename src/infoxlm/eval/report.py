@@ -27,7 +27,8 @@ from .results import average, markdown_table, transfer_gap
 from ..outputs import atomic_file
 from . import paper_results as paper
 from .plots import plot_bars
-from .tatoeba import TATOEBA_CODES, default_layer
+from ..model.sentence_layer import default_layer
+from .tatoeba import TATOEBA_CODES
 
 _ISO = {three: two for two, three in TATOEBA_CODES.items()}
 

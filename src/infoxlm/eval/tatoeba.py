@@ -10,8 +10,9 @@ Layers are Hugging Face ``hidden_states`` indices: 0 is the embedding output, k 
 layer k. XTREME's code numbers the Transformer layers from 0 without the embedding output, so
 its layer n is index n + 1 here (its default "7" is ``--layer 8``); the InfoXLM paper's
 layer-wise figure counts layers from 1, which is this index. Without a chosen layer, the
-protocol's layer is ``default_layer``'s: XTREME's for 12- and 24-layer models, else the
-contrast layer recorded by ``infoxlm export``, else the middle layer.
+layer is ``default_layer``'s (model/sentence_layer.py), the rule every command shares: the
+contrast layer the model records, else XTREME's for 12- and 24-layer models, else the middle
+layer.
 """
 
 from __future__ import annotations
@@ -45,29 +46,6 @@ XTREME_36 = [
     "fa", "fr", "it", "pt", "es", "bg", "ru", "ja", "ka", "ko", "th", "sw", "zh", "kk", "tr", "et", "fi", "hu",
 ]
 PRESETS = {"paper14": PAPER_14, "xtreme36": XTREME_36}
-
-# XTREME's scripts/run_tatoeba.sh passes --specific_layer 7 (of --num_layers 12), and 13 (of 24)
-# for xlm-roberta-large; third_party/evaluate_retrieval.py drops the embedding output from the
-# hidden states before indexing them, so its layer n is hidden_states[n + 1]: 8 and 14.
-XTREME_LAYERS = {12: 8, 24: 14}
-
-
-def default_layer(num_layers: int, contrast_layer: int | None = None) -> tuple[int, str]:
-    """(hidden_states index, rule) of the protocol's layer for an encoder of ``num_layers``.
-
-    XTREME's layer for 12- and 24-layer models (the paper: "the seventh Transformer layer");
-    otherwise the layer XLCO contrasted (``infoxlm_contrast_layer`` in an exported model's
-    config.json), which is where infoxlm aligns sentences; otherwise the middle layer.
-
-    >>> default_layer(12), default_layer(4, contrast_layer=2)[0], default_layer(6)[0]
-    ((8, 'XTREME: layer 7 of 12 above the embeddings'), 2, 3)
-    """
-    if num_layers in XTREME_LAYERS:
-        k = XTREME_LAYERS[num_layers]
-        return k, f"XTREME: layer {k - 1} of {num_layers} above the embeddings"
-    if contrast_layer is not None and 1 <= contrast_layer <= num_layers:
-        return contrast_layer, "the model's contrast layer (infoxlm_contrast_layer in config.json)"
-    return (num_layers + 1) // 2, f"the middle layer of {num_layers}"
 
 
 def tatoeba_code(language: str) -> str:

@@ -247,10 +247,12 @@ def run_xnli(
     progress: bool = True,
     save_models: bool = True,
     log: Callable[[str], None] = print,
+    model_name: str | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``seeds`` times (seeds config.seed, config.seed + 1, …); write OUTPUT/results.json,
     OUTPUT/results.md and OUTPUT/seed-{s}/model/ (a ``XLMRobertaForSequenceClassification``
-    directory); return the results."""
+    directory); return the results. ``model_name``: the model as results.json names it
+    (default: ``model_dir``)."""
     if seeds < 1:
         raise FinetuneError(f"--seeds {seeds}: expected >= 1")
     started = time.perf_counter()
@@ -277,7 +279,7 @@ def run_xnli(
     results = {
         "task": "xnli",
         "setting": setting,
-        "model": str(model_dir),
+        "model": model_name or str(model_dir),
         "data": xnli.sources,
         "languages": list(xnli.test),
         "train_examples": len(xnli.train),

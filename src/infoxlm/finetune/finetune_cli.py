@@ -97,7 +97,9 @@ def _common(p: argparse.ArgumentParser, task: str, default_eval_every: int | Non
         b, l = fmt.format(base[key]).replace("%", "%%"), fmt.format(large[key]).replace("%", "%%")  # argparse %-formats help
         return f"default: {b} (paper)" if b == l else f"default by model size: base {b}, large {l} (paper)"
 
-    p.add_argument("--model", required=True, type=Path, help="Hugging Face XLM-R directory (weights + tokenizer)")
+    p.add_argument("--model", required=True, type=Path,
+                   help="Hugging Face XLM-R directory, sentence-transformers export or run directory of `infoxlm pretrain`")
+    p.add_argument("--step", type=positive_int, default=None, help="run directory: checkpoint step (default: the latest)")
     p.add_argument("--output", required=True, type=Path, help="run directory RUN")
     p.add_argument("--seeds", type=positive_int, default=1, metavar="N", help="fine-tune N times (seeds S … S+N−1) and average (paper: 5; default: 1)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="first seed (default: 0)")
@@ -123,15 +125,26 @@ def _config(args: argparse.Namespace, selection: str, setting: dict):
 
 
 def _run(args: argparse.Namespace, task: str, run_setting) -> None:
+    """Open --model (a run's checkpoint is written out for as long as fine-tuning lasts) and run
+    the planned settings: ``run_setting(setting, output, model_dir, model_name)``."""
+    from ..train.model_source import open_model
     from .search import plan, run_search
 
-    size, settings = plan(args.model, task, {key: getattr(args, key) for key in defaults.GRID_KEYS}, search=args.search)
-    for setting in settings:  # a bad value stops the command before any training
-        _config(args, "last", setting)
-    if args.search:
-        run_search(task, settings, run_setting, args.output, size=size)
-    else:
-        run_setting(settings[0], args.output)
+    with open_model(args.model, args.step) as model:
+        model.tokenizer(f"finetune {task}")  # refused here, naming the model, not a temporary copy
+        name = model.source.describe()
+        print(f"[{task}] {name}: fine-tuning all {model.num_layers} layers")
+        size, settings = plan(model.directory, task, {key: getattr(args, key) for key in defaults.GRID_KEYS}, search=args.search)
+        for setting in settings:  # a bad value stops the command before any training
+            _config(args, "last", setting)
+
+        def run(setting: dict, output: Path) -> dict:
+            return run_setting(setting, output, model.directory, name)
+
+        if args.search:
+            run_search(task, settings, run, args.output, size=size)
+        else:
+            run(settings[0], args.output)
 
 
 def _device(name: str | None):
@@ -152,11 +165,12 @@ def run_finetune_xnli(args: argparse.Namespace) -> int:
     from . import classification
 
     check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
-    _run(args, "xnli", lambda setting, output: classification.run_xnli(
-        args.model, args.data, args.setting, output, _config(args, "best", setting),
+    _run(args, "xnli", lambda setting, output, model_dir, model_name: classification.run_xnli(
+        model_dir, args.data, args.setting, output, _config(args, "best", setting),
         seeds=args.seeds, languages=args.languages, train_data=args.train_data, max_length=args.max_length,
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         device=_device(args.device), progress=not args.no_progress, save_models=not args.no_save_model,
+        model_name=model_name,
     ))
     print(f"wrote {args.output / 'results.json'} and {args.output / 'results.md'}")
     return 0
@@ -167,12 +181,13 @@ def run_finetune_mlqa(args: argparse.Namespace) -> int:
 
     check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
     selection = "best" if args.selection == "dev" else "last"
-    _run(args, "mlqa", lambda setting, output: qa.run_mlqa(
-        args.model, args.train, args.data, output, _config(args, selection, setting),
+    _run(args, "mlqa", lambda setting, output, model_dir, model_name: qa.run_mlqa(
+        model_dir, args.train, args.data, output, _config(args, selection, setting),
         seeds=args.seeds, languages=args.languages, cross_language=args.cross_language,
         max_length=args.max_length, doc_stride=args.doc_stride, max_query_length=args.max_query_length,
         max_train_examples=args.max_train_examples, device=_device(args.device),
         progress=not args.no_progress, save_models=not args.no_save_model, score_dev=args.search,
+        model_name=model_name,
     ))
     print(f"wrote {args.output / 'results.json'} and {args.output / 'results.md'}")
     return 0

@@ -220,13 +220,15 @@ def run_mlqa(
     save_models: bool = True,
     score_dev: bool = False,
     log: Callable[[str], None] = print,
+    model_name: str | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``seeds`` times; write OUTPUT/results.json, results.md, seed-{s}/predictions/*.json
     and seed-{s}/model/ (an ``XLMRobertaForQuestionAnswering`` directory); return the results.
 
     ``config.selection``: "last" (the paper) or "best" (mean F1 on the MLQA dev files, which
     must then exist in ``data``). ``score_dev``: also score the kept model on those dev files
-    (``dev_f1_average``), which the hyperparameter search selects on."""
+    (``dev_f1_average``), which the hyperparameter search selects on. ``model_name``: the model
+    as results.json names it (default: ``model_dir``)."""
     if seeds < 1:
         raise FinetuneError(f"--seeds {seeds}: expected >= 1")
     started = time.perf_counter()
@@ -266,7 +268,7 @@ def run_mlqa(
     results = {
         "task": "mlqa",
         "setting": "cross-lingual-transfer",
-        "model": str(model_dir),
+        "model": model_name or str(model_dir),
         "data": {"train": str(train_file), "test": str(data)},
         "languages": languages,
         "train_examples": len(train_examples),
