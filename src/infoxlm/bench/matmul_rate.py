@@ -11,47 +11,21 @@ measure one: the best rate of
 - for each, the two products its backward pass makes (input and weight gradient), with the
   operand autograd hands over transposed.
 
-fp32 on a CPU, bf16 on a GPU, timed with the device synchronised.
+fp32 on a CPU, bf16 on a GPU, timed with the device synchronised (``product_rate``, in
+``train/flops.py`` beside the GPUs' peaks: training estimates its step time with it too).
 """
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 
 from ..model.config import EncoderConfig
+from ..train.flops import product_rate
 from .sizes import bench_size
-from .timing import device_sync
+
+__all__ = ["product_dtype", "product_rate", "step_product_rates", "step_products"]
 
 SQUARE = 2048
-
-
-def product_rate(
-    m: int, k: int, n: int, *, device: torch.device, dtype: torch.dtype, transposed: str = "", repeat: int = 5
-) -> float:
-    """FLOP/s of (m × k) @ (k × n), the median of ``repeat`` products after two warm-ups.
-
-    ``transposed``: "left" or "right" makes that operand a transposed view of a contiguous
-    tensor, as autograd hands them to the backward products."""
-
-    def operand(rows: int, cols: int, stored_transposed: bool) -> torch.Tensor:
-        if stored_transposed:
-            return torch.randn(cols, rows, device=device, dtype=dtype).t()
-        return torch.randn(rows, cols, device=device, dtype=dtype)
-
-    left, right = operand(m, k, transposed == "left"), operand(k, n, transposed == "right")
-    sync = device_sync(device)
-    seconds = []
-    for i in range(repeat + 2):
-        sync()
-        start = time.perf_counter()
-        torch.mm(left, right)
-        sync()
-        if i >= 2:
-            seconds.append(time.perf_counter() - start)
-    return 2.0 * m * k * n / statistics.median(seconds)
 
 
 def step_products(size_name: str, tokens: int) -> dict[str, tuple[int, int, int, str]]:

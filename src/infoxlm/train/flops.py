@@ -40,10 +40,13 @@ per query, under 0.1 % of the demo's step; they are not counted.
 
 from __future__ import annotations
 
+import statistics
+import time
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
+import torch
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,34 @@ def peak_bf16_flops(device_name: str) -> float | None:
         if all(w.lower() in device_name.lower() for w in words):
             return peak
     return None
+
+
+def product_rate(
+    m: int, k: int, n: int, *, device: torch.device, dtype: torch.dtype, transposed: str = "", repeat: int = 5
+) -> float:
+    """FLOP/s of (m × k) @ (k × n) on ``device``, the median of ``repeat`` products after two
+    warm-ups: the rate a device without a known peak (a CPU) is measured at.
+
+    ``transposed``: "left" or "right" makes that operand a transposed view of a contiguous
+    tensor, as autograd hands them to the backward products."""
+
+    def operand(rows: int, cols: int, stored_transposed: bool) -> torch.Tensor:
+        if stored_transposed:
+            return torch.randn(cols, rows, device=device, dtype=dtype).t()
+        return torch.randn(rows, cols, device=device, dtype=dtype)
+
+    left, right = operand(m, k, transposed == "left"), operand(k, n, transposed == "right")
+    # A GPU works asynchronously: each product is timed from an idle device to an idle device.
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    seconds = []
+    for i in range(repeat + 2):
+        sync()
+        start = time.perf_counter()
+        torch.mm(left, right)
+        sync()
+        if i >= 2:
+            seconds.append(time.perf_counter() - start)
+    return 2.0 * m * k * n / statistics.median(seconds)
 
 
 def mfu(flops_per_step: float, step_seconds: float, peak_flops: float) -> float:

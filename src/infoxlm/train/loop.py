@@ -67,6 +67,7 @@ from .optim import linear_warmup_decay
 from .parallelism import is_sharded, whole_state
 from .run_lock import RunLock
 from .stopping import RunStopped, StopRequest
+from .step_estimate import estimate_step
 from .token_budget import resolve_max_tokens
 from .store_identity import TOKENIZER_FILES, corpus_changes, store_identity, tokenizer_change, tokenizer_file_fingerprints
 
@@ -418,6 +419,9 @@ class Trainer:
         cfg = self.config
         if self.world.is_main:  # the whole config is RUN/config.json; --print-config prints it
             print(self.summary(), flush=True)
+            slow = estimate_step(cfg, self.shape, self.world, self.pipeline, self.step, self.contrast)
+            if slow:  # before the queue fills and the first step runs: time to pick another preset
+                print(slow, file=sys.stderr, flush=True)
         wandb = None
         if cfg.run.wandb and self.world.is_main:
             r = cfg.run
