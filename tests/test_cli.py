@@ -29,7 +29,7 @@ import sys
 from infoxlm.cli import main
 for argv in (["--version"], ["--help"], ["pretrain", "--help"], ["pretrain", "--preset", "nope"],
              ["prepare", "show", "--help"], ["bench", "--size", "huge"], ["tokenizer", "train", "--help"],
-             ["pretrain", "--preset", "test", "--steps", "10"]):
+             ["pretrain", "--preset", "test", "--steps", "10"], ["pretrain", "--data", "s", "--output", "r"]):
     try:
         main(argv)
     except SystemExit:
@@ -44,6 +44,7 @@ def test_help_version_and_argument_errors_import_no_torch():
     assert result.stdout.splitlines()[-1] == "[]"  # after the help texts
     assert "invalid choice: 'nope'" in result.stderr and "invalid choice: 'huge'" in result.stderr
     assert "did you mean --max-steps?" in result.stderr
+    assert "required: --preset" in result.stderr
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -51,9 +52,9 @@ def test_help_version_and_argument_errors_import_no_torch():
      "infoxlm pretrain: error: unrecognized arguments: --steps 10; did you mean --max-steps? (see infoxlm pretrain --help)"),
     (["eval", "tatoeba", "--model", "m", "--data", "d", "--output", "o.json", "--layers=all"],
      "infoxlm eval tatoeba: error: unrecognized arguments: --layers=all; did you mean --layer? (see infoxlm eval tatoeba --help)"),
-    (["pretrain", "--ouput", "r"],
+    (["pretrain", "--preset", "test", "--ouput", "r"],
      "infoxlm pretrain: error: unrecognized arguments: --ouput r; did you mean --output? (see infoxlm pretrain --help)"),
-    (["pretrain", "--lr", "3"], "infoxlm pretrain: error: unrecognized arguments: --lr 3 (see infoxlm pretrain --help)"),
+    (["pretrain", "--preset", "test", "--lr", "3"], "infoxlm pretrain: error: unrecognized arguments: --lr 3 (see infoxlm pretrain --help)"),
     (["pretrian"], "did you mean 'pretrain'? (see infoxlm --help)"),
     (["pretrain", "--preset", "bse"], "(choose from 'base', 'demo', 'large', 'scratch-base', 'test', 'xl', 'xxl'); did you mean 'base'?"),
 ])
@@ -67,6 +68,24 @@ def test_a_mistyped_flag_or_choice_gets_the_nearest_valid_one(argv, message, cap
     assert ended.value.code == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and message in err, err
+
+
+@pytest.mark.parametrize("extra", [["--data", "s", "--output", "r"], ["--print-config"]])
+def test_pretrain_without_a_preset_lists_the_presets(extra, capsys):
+    """Forgetting --preset used to run the full base recipe (150,000 steps of 2,048 examples per
+    objective), hours a step on a CPU: now it is an error on one line that names every preset
+    with what it is for and where it runs."""
+    from infoxlm.cli import main
+    from infoxlm.cli_args import PRESET_NAMES
+
+    with pytest.raises(SystemExit) as ended:
+        main(["pretrain", *extra])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "the following arguments are required: --preset" in err, err
+    for name in PRESET_NAMES:
+        assert f" {name} (" in err, name
+    assert "test (seconds on a CPU" in err and "base (continues XLM-R base, needs --init" in err
 
 
 @pytest.mark.slow  # a real `infoxlm` subprocess
@@ -87,11 +106,12 @@ def test_the_parsers_offer_the_registries_names():
     """The choices are written out in cli_args (their registries import torch); they must
     stay the registries' own names."""
     from infoxlm.bench.sizes import SIZES
-    from infoxlm.cli_args import BENCH_SIZE_NAMES, OBJECTIVE_NAMES, PRESET_NAMES
+    from infoxlm.cli_args import BENCH_SIZE_NAMES, OBJECTIVE_NAMES, PRESET_NAMES, PRESET_PURPOSES
     from infoxlm.data.pipeline import OBJECTIVES
     from infoxlm.train.config import PRESETS
 
     assert PRESET_NAMES == tuple(sorted(PRESETS))
+    assert sorted(PRESET_PURPOSES) == sorted(PRESETS)
     assert BENCH_SIZE_NAMES == tuple(SIZES)
     assert OBJECTIVE_NAMES == OBJECTIVES
 

@@ -19,6 +19,17 @@ from collections.abc import Iterable
 # import torch, which costs seconds that `--help` and a mistyped argument must not cost; the
 # handlers use the registries themselves (tests/test_cli.py checks these lists against them).
 PRESET_NAMES = ("base", "demo", "large", "scratch-base", "test", "xl", "xxl")
+# What each preset is for and where it runs, smallest first: pretrain's error when --preset is
+# missing lists them (a default preset would run base's 150,000 steps on a laptop).
+PRESET_PURPOSES = {
+    "test": "seconds on a CPU; a tiny model to try the commands",
+    "demo": "minutes on a CPU; the demo's 4 × 256 model",
+    "scratch-base": "the paper's from-scratch recipe, 12 × 768; GPUs",
+    "base": "continues XLM-R base, needs --init; the paper's main setting; GPUs",
+    "large": "continues XLM-R large, needs --init; GPUs",
+    "xl": "continues a 36 × 2560 model, needs --init; FSDP on GPUs",
+    "xxl": "continues a 48 × 4096 model, needs --init; FSDP on GPUs",
+}
 OBJECTIVE_NAMES = ("mmlm", "tlm", "xlco")
 BENCH_SIZE_NAMES = ("test", "demo", "base", "large")
 
@@ -67,6 +78,10 @@ class OneLineParser(argparse.ArgumentParser):
     of the subcommand's options, so the innermost parser to see it marks the namespace.
     """
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._missing_texts: dict[str, str] = {}  # option → what to say when it is missing
+
     def parse_known_args(self, args=None, namespace=None):
         namespace, extras = super().parse_known_args(args, namespace)
         if extras and not hasattr(namespace, _UNRECOGNIZED_BY):
@@ -80,11 +95,32 @@ class OneLineParser(argparse.ArgumentParser):
             owner.error(unrecognized_message(extras, owner._option_string_actions))
         return namespace
 
+    def explain_missing(self, option: str, text: str) -> None:
+        """Say ``text`` after argparse's "the following arguments are required" when ``option``
+        is among them (what the choices are, rather than only that one is needed)."""
+        self._missing_texts[option] = text
+
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}{_choice_hint(message)} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {message}{self._missing_hint(message)}{_choice_hint(message)} "
+                  f"(see {self.prog} --help)\n")
+
+    def _missing_hint(self, message: str) -> str:
+        if not message.startswith("the following arguments are required: "):
+            return ""
+        named = message.split(": ", 1)[1].split(", ")
+        return "".join(f"; {text}" for option, text in self._missing_texts.items() if option in named)
 
 
 _UNRECOGNIZED_BY = "_infoxlm_unrecognized_by"  # namespace attribute: the parser to report extras
+
+
+def preset_list() -> str:
+    """Every preset with what it is for and where it runs, in one line.
+
+    >>> preset_list()[:63]
+    'test (seconds on a CPU; a tiny model to try the commands), demo'
+    """
+    return ", ".join(f"{name} ({purpose})" for name, purpose in PRESET_PURPOSES.items())
 
 
 def unrecognized_message(extras: list[str], options: Iterable[str]) -> str:

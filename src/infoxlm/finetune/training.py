@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import InfoXLMError
-from ..train.optim import build_optimizer, build_scheduler
+from ..train.optim import build_optimizer, build_scheduler, warmup_unreached
 
 SELECTIONS = ("best", "last")
 
@@ -167,8 +167,9 @@ def train(
     steps_per_epoch = math.ceil(len(features) / config.batch_size)
     total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
     warmup = config.warmup_steps(total_steps)
-    if warmup >= total_steps:
-        log(f"[finetune] warm-up of {warmup} steps ≥ all {total_steps} steps: the peak learning rate is never reached")
+    unreached = warmup_unreached(warmup, total_steps)
+    if unreached:
+        log(f"[finetune] {unreached}")
     scheduler = build_scheduler(optimizer, warmup, total_steps)
     run_steps = min(total_steps, config.max_steps or total_steps)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")

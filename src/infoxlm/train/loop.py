@@ -22,7 +22,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -89,8 +89,13 @@ class Trainer:
         allow_data_change: bool = False,
         progress: bool = True,
         preset: str | None = None,
+        notes: Sequence[str] = (),
     ):
         self.preset = preset  # the name the config started from, for the summary printed at the start
+        # What the command settled about the config (the contrast layer --init gave, warnings):
+        # said after the summary, once the run has started, so that a run that cannot start
+        # says only why.
+        self.notes = list(notes)
         # Everything is checked before anything is allocated or written: the config, the run
         # directory's place, the device, the store and (on resume) the checkpoint against both.
         self.config = config.validate()
@@ -419,6 +424,8 @@ class Trainer:
         cfg = self.config
         if self.world.is_main:  # the whole config is RUN/config.json; --print-config prints it
             print(self.summary(), flush=True)
+            for line in self.notes:
+                print(line, file=sys.stderr, flush=True)
             slow = estimate_step(cfg, self.shape, self.world, self.pipeline, self.step, self.contrast)
             if slow:  # before the queue fills and the first step runs: time to pick another preset
                 print(slow, file=sys.stderr, flush=True)

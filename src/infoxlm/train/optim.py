@@ -39,6 +39,19 @@ def linear_warmup_decay(step: int, warmup_steps: int, total_steps: int) -> float
     return max(0.0, remaining / max(1, total_steps - warmup_steps))
 
 
+def warmup_unreached(warmup_steps: int, total_steps: int) -> str | None:
+    """What a schedule whose warm-up lasts the whole run means, for a warning; None otherwise.
+
+    >>> warmup_unreached(40, 20)
+    'warm-up of 40 steps ≥ all 20 steps: the peak learning rate is never reached'
+    >>> warmup_unreached(40, 400) is None
+    True
+    """
+    if warmup_steps < total_steps:
+        return None
+    return f"warm-up of {warmup_steps} steps ≥ all {total_steps} steps: the peak learning rate is never reached"
+
+
 def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: linear_warmup_decay(step, warmup_steps, total_steps)

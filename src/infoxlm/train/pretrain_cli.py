@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..cli_args import PRESET_NAMES, positive_int
+from ..cli_args import PRESET_NAMES, positive_int, preset_list
 from ..errors import InfoXLMError
 
 
@@ -20,11 +20,13 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
             "Pre-train an XLM-R-style encoder on a token store (built by `infoxlm prepare`) with\n"
             "multilingual masked LM, translation LM and cross-lingual contrast. Running the same\n"
             "command on an existing --output resumes from its latest checkpoint.\n\n"
-            "Presets: base (continue XLM-R base: pass --init), large, scratch-base (the paper's\n"
-            "from-scratch recipe), demo (CPU, minutes), test (seconds). Any field can be changed\n"
-            "with --set section.field=value. The run starts with a summary of the resolved config\n"
-            "(the whole of it is saved as RUN/config.json; --print-config prints it) and ends with\n"
-            "what it wrote and the command to run next.\n\n"
+            "--preset is required: test (seconds on a CPU), demo (minutes on a CPU), scratch-base\n"
+            "(the paper's from-scratch recipe), base, large, xl, xxl (continue a pre-trained model:\n"
+            "--init is required). Any field can be changed with --set section.field=value. With\n"
+            "--init, contrast.layer is the one the model records, unless set. The run starts with a\n"
+            "summary of the resolved config (the whole of it is saved as RUN/config.json;\n"
+            "--print-config prints it), an estimate where a step takes over a minute on the device,\n"
+            "and ends with what it wrote and the command to run next.\n\n"
             "examples:\n"
             "  infoxlm pretrain --preset base --init xlm-roberta-base --data store --output runs/base\n"
             "  infoxlm pretrain --preset test --data store --output runs/t --max-steps 50 --no-xlco\n"
@@ -32,10 +34,12 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
             "  torchrun --nproc_per_node 8 -m infoxlm pretrain --preset base --init ... --data store --output runs/base"
         ),
     )
-    p.add_argument("--preset", default="base", choices=PRESET_NAMES, help="hyperparameters to start from (default: base)")
+    p.add_argument("--preset", required=True, choices=PRESET_NAMES, help="hyperparameters to start from: " + preset_list())
+    p.explain_missing("--preset", "one of " + preset_list())
     p.add_argument("--data", type=Path, default=None, help="token store directory (required unless --print-config)")
     p.add_argument("--output", type=Path, default=None, help="run directory, created or resumed (required unless --print-config)")
-    p.add_argument("--init", default=None, help="Hugging Face XLM-R directory to continue from (default: from scratch)")
+    p.add_argument("--init", default=None, help="model to continue from: Hugging Face XLM-R directory, sentence-transformers "
+                   "export or run directory (required by base, large, xl, xxl; test, demo and scratch-base train from scratch without it)")
     p.add_argument("--config", type=Path, default=None, help="JSON file of config sections to apply over the preset")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override one field (repeatable)")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (optim.max_steps)")
@@ -111,7 +115,15 @@ EXPORT_FORMATS = ("hf", "sentence-transformers")
 
 
 def resolved_config(args: argparse.Namespace):
+    """The config the command runs: the preset, --config, --set and the flags; with --init, the
+    contrast layer the model records unless one of those set it (train/continuation.py)."""
+    return _resolved(args)[0]
+
+
+def _resolved(args: argparse.Namespace):
+    """(config, lines to say on stderr: the contrast layer --init gave and any warnings)."""
     from .config import apply_overrides, load_config_file, preset
+    from .continuation import adopt_recorded_layer, continuation_warnings
 
     config = preset(args.preset)
     overrides = load_config_file(args.config) if args.config else []
@@ -130,20 +142,27 @@ def resolved_config(args: argparse.Namespace):
         overrides.append("data.mixup=false")
     if args.no_momentum:
         overrides.append("contrast.use_momentum=false")
-    return apply_overrides(config, overrides)
+    config = apply_overrides(config, overrides)
+    user_set = {item.split("=", 1)[0].strip() for item in overrides}  # section.field names
+    layer = adopt_recorded_layer(config, args.preset, user_set)
+    return config, ([layer] if layer else []) + continuation_warnings(config, args.preset, user_set)
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
     from .checkpoint import list_checkpoints
     from .config import resolve_config
     from .console import finished_lines
+    from .continuation import refuse_without_init
     from .loop import pretrain
     from .stopping import RunStopped
 
-    config = resolved_config(args)
+    config, notes = _resolved(args)
     if args.print_config:
+        if notes:
+            print("\n".join(notes), file=sys.stderr, flush=True)
         print(resolve_config(config).to_json())
         return 0
+    refuse_without_init(args.preset, config)  # before anything is read or written
     missing = [flag for flag, value in (("--data", args.data), ("--output", args.output)) if value is None]
     if missing:
         raise InfoXLMError(f"pretrain: {' and '.join(missing)} required (or --print-config to see the config)")
@@ -157,6 +176,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             stop_at=args.stop_at,
             preset=args.preset,
+            notes=notes,
         )
         if os.environ.get("RANK", "0") == "0":  # torchrun's rank 0 speaks for the run
             found = list_checkpoints(run_dir)
