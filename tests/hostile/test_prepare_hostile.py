@@ -516,7 +516,7 @@ def test_pretrain_stops_in_one_line_at_a_batch_of_a_tokens_file_damaged_after_pr
         ids[ids != 2] = VOCAB + 7
         ids.tofile(tokens)
     code, err = run_cli(capsys, "pretrain", "--preset", "test", "--data", store, "--output", tmp_path / "run",
-                        "--max-steps", "2", "--no-progress")  # fmt: skip
+                        "--max-steps", "3", "--no-progress")  # fmt: skip
     assert code == 1 and len(err) == 1, err
     assert re.fullmatch(rf"infoxlm: error: {re.escape(str(store))}/(mono|parallel)/[a-z-]+/(src\.|tgt\.)?tokens\.u32: "
                         rf"token id {VOCAB + 7} at position \d+ is outside the vocabulary \(size {VOCAB}\); "
