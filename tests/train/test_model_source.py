@@ -19,6 +19,7 @@ from infoxlm.export.sentence_transformers import write_sentence_transformers
 from infoxlm.train.model_source import HUGGING_FACE, RUN, SENTENCE_TRANSFORMERS, open_model, resolve_model
 
 from conftest import TINY_TEXT
+from training_stores import write_store
 
 SENTENCES = TINY_TEXT["de"] + TINY_TEXT["en"]
 
@@ -89,6 +90,8 @@ def test_what_is_no_model_is_refused_in_one_line(tiny_model_dir, tmp_path, capsy
         error(capsys, *embed_args, "--model", tmp_path / "nope"))
     (tmp_path / "empty").mkdir()
     assert "no config.json, modules.json or checkpoints/" in error(capsys, *embed_args, "--model", tmp_path / "empty")
+    assert "is a token store (what `infoxlm prepare` writes), not a model" in error(
+        capsys, *embed_args, "--model", write_store(tmp_path / "store"))
     err = error(capsys, *embed_args, "--model", tiny_model_dir, "--step", "3")
     assert err == f"infoxlm: error: --step 3: {tiny_model_dir} is a Hugging Face directory, not a run directory with checkpoints"
     assert not (tmp_path / "v.npy").exists()
@@ -100,7 +103,8 @@ def test_a_run_without_checkpoints_says_so_in_one_line(tmp_path, capsys):
     (run / "config.json").write_text(json.dumps({"optim": {}, "run": {}, "contrast": {"layer": 1}}))
     (tmp_path / "in.txt").write_text("hello\n")
     for argv in (["embed", "--model", run, "--input", tmp_path / "in.txt", "--output", tmp_path / "v.npy"],
-                 ["eval", "tatoeba", "--model", run, "--data", tmp_path, "--langs", "de", "--output", tmp_path / "t.json"]):
+                 ["eval", "tatoeba", "--model", run, "--data", tmp_path, "--langs", "de", "--output", tmp_path / "t.json"],
+                 ["export", run, tmp_path / "out", "--format", "sentence-transformers"]):
         err = error(capsys, *argv)
         assert f"{run}: a run directory with no checkpoint yet" in err, err
     # before, embed read config.json as a Hugging Face one: "model_type is None; expected one of ['xlm-roberta']"
@@ -131,7 +135,7 @@ def laser(folder: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_embed_and_eval_use_the_runs_contrast_layer(run, exported, tmp_path, capsys):
+def test_embed_eval_and_export_use_the_runs_contrast_layer(run, exported, tmp_path, capsys):
     (tmp_path / "in.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     said = "layer 2 (the contrast layer the model records), mean pooling"
     # embed
@@ -146,6 +150,13 @@ def test_embed_and_eval_use_the_runs_contrast_layer(run, exported, tmp_path, cap
     result = json.loads((tmp_path / "t.json").read_text())
     assert (result["layer"], result["layer_rule"]) == (2, "the contrast layer the model records")
     assert out.startswith("layer 2 (the contrast layer the model records; mean pooling)")
+    # export --format sentence-transformers
+    out, _ = command(capsys, "export", run, tmp_path / "st", "--format", "sentence-transformers")
+    assert f"(sentence-transformers, {said})" in out
+    assert json.loads((tmp_path / "st" / "config_sentence_transformers.json").read_text())["infoxlm"]["layer"] == 2
+    # … and the export, given back to embed, gives the run's vectors
+    command(capsys, "embed", "--model", tmp_path / "st", "--input", tmp_path / "in.txt", "--output", tmp_path / "st.npy")
+    np.testing.assert_allclose(np.load(tmp_path / "st.npy"), from_run, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -160,3 +171,32 @@ def test_step_picks_a_runs_checkpoint(run, tmp_path, capsys):
     assert f"--step 9: {run} has no checkpoint of that step; available: [1, 2]" in err
     err = error(capsys, "embed", "--model", run, "--input", tmp_path / "in.txt", "--layer", "7", "--output", tmp_path / "v.npy")
     assert f"--layer 7: {run} (run directory, checkpoint step 2) has 2 layers" in err
+
+
+@pytest.mark.slow
+def test_export_converts_each_form(run, exported, tiny_model_dir, tmp_path, capsys):
+    # a run's export keeps the contrast layer in config.json, and so does an export of that export
+    assert json.loads((exported / "config.json").read_text())["infoxlm_contrast_layer"] == 2
+    command(capsys, "export", exported, tmp_path / "again")
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["infoxlm_contrast_layer"] == 2
+    # a Hugging Face directory without --layer: the rule's layer (the middle of 2), said
+    out, _ = command(capsys, "export", tiny_model_dir, tmp_path / "st", "--format", "sentence-transformers")
+    assert "layer 1 (the middle layer of 2), mean pooling" in out
+    # a sentence-transformers export as SRC: its layer and pooling carry over
+    st = st_export(tiny_model_dir, tmp_path / "st-cls", layer=2, pooling="cls")
+    out, _ = command(capsys, "export", st, tmp_path / "st-again", "--format", "sentence-transformers")
+    assert "layer 2 (the layer the sentence-transformers export pools, its last), cls pooling" in out
+    recorded = json.loads((tmp_path / "st-again" / "config_sentence_transformers.json").read_text())["infoxlm"]
+    assert (recorded["layer"], recorded["pooling"]) == (2, "cls")
+
+
+@pytest.mark.slow
+def test_init_from_a_run_checks_the_runs_tokenizer(run, tmp_path):
+    from infoxlm.train.config import apply_overrides, preset
+    from infoxlm.train.loop import pretrain
+
+    config = apply_overrides(preset("test"), ["optim.max_steps=1", "contrast.layer=2", f"model.init={run}"])
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        pretrain(config, run.parent / "store", tmp_path / "continued", progress=False)
+    assert "has no tokenizer file" not in err.getvalue()  # RUN/tokenizer is the run's, and the store's

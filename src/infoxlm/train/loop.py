@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
 from datetime import timedelta
@@ -59,7 +58,8 @@ from .distributed import (
     shutdown,
 )
 from .errors import CheckpointCorrupt, TrainingError
-from .export import export, write_run_encoder
+from .export import write_run_encoder
+from .model_source import open_model, resolve_model
 from .joint_step import NO_PHASES, StepPhases, build_joint_step, computes_in_bf16, even_out
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .flops import ModelShape, mfu, peak_bf16_flops, step_data_flops
@@ -233,7 +233,8 @@ class Trainer:
 
     def _check_init_tokenizer(self, init: str) -> None:
         """--init's tokenizer must be the store's: the model's ids must mean the store's pieces."""
-        theirs = tokenizer_file_fingerprints(init)
+        source = resolve_model(init, flag="--init")
+        theirs = tokenizer_file_fingerprints(source.tokenizer) if source.tokenizer is not None else {}
         ours = self.store_identity["tokenizer"]["fingerprint"]
         if not theirs:
             if self.world.is_main:
@@ -748,19 +749,8 @@ def _refuse_stop_at_behind(run_dir: Path, stop_at: int | None, max_steps: int) -
 
 
 def encoder_to_continue(init: str | Path, fast_paths: FastPaths = FastPaths()) -> Encoder:
-    """``model.init``: a Hugging Face XLM-R directory; a sentence-transformers directory (its
-    Transformer module's directory, named in modules.json); or a run directory (the weights of
-    its latest checkpoint, as `infoxlm export` writes them, without its optimizer state)."""
-    init = Path(init)
-    if (init / "checkpoints").is_dir():
-        with tempfile.TemporaryDirectory() as tmp:
-            return Encoder.from_pretrained(export(init, Path(tmp) / "model"), fast_paths=fast_paths)
-    modules = init / "modules.json"
-    if modules.is_file():
-        try:
-            listed = json.loads(modules.read_text(encoding="utf-8"))
-            path = next(m.get("path", "") for m in listed if str(m.get("type", "")).endswith(".Transformer"))
-        except (ValueError, StopIteration, AttributeError, TypeError):
-            raise TrainingError(f"{modules}: names no sentence_transformers Transformer module") from None
-        return Encoder.from_pretrained(init / path, fast_paths=fast_paths)
-    return Encoder.from_pretrained(init, fast_paths=fast_paths)
+    """``model.init``: a Hugging Face XLM-R directory, a sentence-transformers export (its
+    Transformer module's weights) or a run directory (the weights of its latest checkpoint, as
+    `infoxlm export` writes them, without its optimizer state); see model_source.py."""
+    with open_model(init, flag="--init") as model:
+        return Encoder.from_pretrained(model.directory, fast_paths=fast_paths)

@@ -35,7 +35,7 @@ from ..errors import CheckpointError, InfoXLMError
 from ..model.config import EncoderConfig
 from ..model.hub import read_contrast_layer
 from ..model.sentence_layer import default_layer
-from ..outputs import is_run_directory
+from ..outputs import is_run_directory, is_token_store
 from ..tokenizer import SENTENCEPIECE_MODEL, TOKENIZER_JSON, Tokenizer
 from .checkpoint import CHECKPOINT_DIR, checkpoint_path, list_checkpoints
 from .export import export
@@ -88,6 +88,8 @@ def resolve_model(path: str | Path, step: int | None = None, *, flag: str = "--m
         raise InfoXLMError(f"--step {step}: {path} is a {kind}, not a run directory with checkpoints")
     if (path / "modules.json").is_file():
         return _sentence_transformers_source(path)
+    if is_token_store(path):
+        raise InfoXLMError(f"{flag} {path}: is a token store (what `infoxlm prepare` writes), not a model; expected {_THREE_FORMS}")
     if not (path / "config.json").is_file():
         raise InfoXLMError(f"{flag} {path}: no config.json, modules.json or checkpoints/; expected {_THREE_FORMS}")
     return ModelSource(path, HUGGING_FACE, weights=path, tokenizer=path if _has_tokenizer(path) else None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -89,22 +90,28 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
             "as config.json + model.safetensors that transformers loads as XLM-R, with a model card\n"
             "(README.md). --format sentence-transformers writes the first --layer K layers with a pooling\n"
             "module instead: SentenceTransformer(OUT).encode gives the vectors `infoxlm embed --layer K`\n"
-            "gives. SRC may also be a Hugging Face XLM-R directory. OUT is written whole or not at all; it\n"
-            "may replace an earlier export, never SRC nor another non-empty directory (unless --overwrite).\n\n"
+            "gives. Without --layer, K is the layer `infoxlm embed` and `eval tatoeba` use: the contrast\n"
+            "layer the model records (a run's contrast.layer), else the paper's (8 of 12 layers, 14 of 24),\n"
+            "else the middle one, said in the closing line. SRC may also be a Hugging Face XLM-R directory\n"
+            "or a sentence-transformers export. OUT is written whole or not at all; it may replace an\n"
+            "earlier export, never SRC nor another non-empty directory (unless --overwrite).\n\n"
             "examples:\n"
             "  infoxlm export runs/base my-model\n"
             "  infoxlm export runs/base my-model-st --format sentence-transformers --layer 8"
         ),
     )
-    e.add_argument("run", type=Path, metavar="SRC", help="run directory of `infoxlm pretrain`, or a Hugging Face XLM-R directory")
+    e.add_argument("run", type=Path, metavar="SRC",
+                   help="run directory of `infoxlm pretrain`, Hugging Face XLM-R directory or sentence-transformers export")
     e.add_argument("out", type=Path, metavar="OUT", help="directory to write")
     e.add_argument("--step", type=positive_int, default=None, help="checkpoint step (default: the latest)")
     e.add_argument("--format", choices=EXPORT_FORMATS, default="hf",
                    help="hf: XLMRobertaForMaskedLM (default); sentence-transformers: the first --layer layers + pooling")
     e.add_argument("--layer", type=positive_int, default=None,
-                   help="sentence-transformers: hidden_states index K to keep up to (default for a run: its contrast.layer)")
+                   help="sentence-transformers: hidden_states index K to keep up to (default: the contrast layer the "
+                   "model records, else the paper's)")
     e.add_argument("--pooling", choices=["mean", "cls"], default=None,
-                   help="sentence-transformers: mean over non-padding tokens, <s> and </s> included (default), or <s>")
+                   help="sentence-transformers: mean over non-padding tokens, <s> and </s> included (default, or what "
+                   "a sentence-transformers SRC records), or <s>")
     e.add_argument("--license", default="unknown", help="license: field of the model card (default: unknown)")
     e.add_argument("--overwrite", action="store_true",
                    help="replace OUT even if it is a non-empty directory infoxlm did not write")
@@ -211,72 +218,55 @@ def _end_worker(status: int) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    import shutil
-
-    from ..errors import InfoXLMError
     from ..export.model_card import write_model_card
-    from ..export.sentence_transformers import write_sentence_transformers
-    from ..model.encoder import Encoder
     from ..model.hub import written_by_infoxlm
     from ..outputs import atomic_dir, check_output_dir
-    from ..tokenizer import Tokenizer
-    from .checkpoint import list_checkpoints
-    from .export import export
+    from .model_source import RUN, open_model, resolve_model
 
-    src, st = args.run, args.format == "sentence-transformers"
-    is_run = (src / "checkpoints").is_dir()
+    st = args.format == "sentence-transformers"
     if not st and (args.layer is not None or args.pooling is not None):
         raise InfoXLMError("--layer and --pooling are for --format sentence-transformers")
-    if not is_run and args.step is not None:
-        raise InfoXLMError(f"--step {args.step}: {src} is not a run directory with checkpoints")
-    layer = args.layer
-    if st and layer is None:
-        if not is_run:
-            raise InfoXLMError("--format sentence-transformers needs --layer K (the layer the vectors come from)")
-        layer = _run_contrast_layer(src)
-    if st and is_run and not (src / "tokenizer").is_dir():
-        raise InfoXLMError(f"{src}: has no tokenizer/ (its store had none); a sentence-transformers directory needs one")
+    source = resolve_model(args.run, args.step, flag="SRC")
+    if st and source.kind == RUN and source.tokenizer is None:  # checked before its checkpoint is read
+        raise InfoXLMError(f"{args.run}: has no tokenizer/ (its store had none); a sentence-transformers directory needs one")
     # OUT may replace an earlier export, never the source itself nor a directory of someone else's.
-    what = "run directory" if is_run else "source model directory"
-    check_output_dir(args.out, written_by_us=written_by_infoxlm, overwrite=args.overwrite, sources=[(what, src)])
-    step = args.step
-    if is_run and step is None:
-        found = list_checkpoints(src)
-        step = found[-1][0] if found else None
+    check_output_dir(args.out, written_by_us=written_by_infoxlm, overwrite=args.overwrite, sources=[(source.kind, args.run)])
+    is_run, said, layer, pooling = source.kind == RUN, None, None, None
     with atomic_dir(args.out, replace=True) as tmp:
         if is_run and not st:
-            export(src, tmp, step=args.step)
+            with open_model(args.run, source.step, into=tmp):  # the run's export is the output itself
+                pass
         else:
-            full = src
+            with open_model(args.run, source.step, into=tmp / ".full-model" if is_run else None, flag="SRC") as model:
+                said, layer, pooling = _write_converted(model, tmp, st, args.layer, args.pooling)
             if is_run:
-                full = tmp / ".full-model"
-                export(src, full, step=args.step)
-            encoder = Encoder.from_pretrained(full)
-            # sentence-transformers needs the tokenizer; a Hugging Face directory may go without.
-            has_tokenizer = st or any((full / name).is_file() for name in ("tokenizer.json", "sentencepiece.bpe.model"))
-            tokenizer = Tokenizer.from_pretrained(full) if has_tokenizer else None
-            if st:
-                write_sentence_transformers(encoder, tokenizer, tmp, layer=layer, pooling=args.pooling or "mean")
-            else:
-                encoder.save_pretrained(tmp, tokenizer)
-            if full != src:
-                shutil.rmtree(full)
+                shutil.rmtree(tmp / ".full-model")
         write_model_card(
-            tmp, kind="sentence-similarity" if st else "fill-mask", run_dir=src if is_run else None,
-            source=None if is_run else src, step=step, layer=layer, pooling=args.pooling or "mean", license=args.license,
-            name=args.out.name,
+            tmp, kind="sentence-similarity" if st else "fill-mask", run_dir=args.run if is_run else None,
+            source=None if is_run else args.run, step=source.step, layer=layer, pooling=pooling or "mean",
+            license=args.license, name=args.out.name,
         )
-    print(f"exported {src} → {args.out}" + (f" (sentence-transformers, layer {layer})" if st else ""))
+    print(f"exported {source.describe()} → {args.out}" + (f" (sentence-transformers, {said})" if st else ""))
     return 0
 
 
-def _run_contrast_layer(run: Path) -> int:
-    """contrast.layer of a run's saved config: the layer XLCO aligned."""
-    import json
+def _write_converted(model, out: Path, st: bool, layer: int | None, pooling: str | None) -> tuple[str | None, int | None, str | None]:
+    """Write ``model`` (an ``OpenedModel``) into ``out`` as a sentence-transformers directory cut
+    at ``layer`` (default: the one rule's), or as a Hugging Face one; returns the layer and
+    pooling written in words, the layer and the pooling (all None for Hugging Face)."""
+    from ..export.sentence_transformers import write_sentence_transformers
+    from ..model.encoder import Encoder
+    from ..model.hub import record_contrast_layer
 
-    try:
-        return int(json.loads((run / "config.json").read_text())["contrast"]["layer"])
-    except (OSError, ValueError, KeyError, TypeError):
-        from ..errors import InfoXLMError
-
-        raise InfoXLMError(f"{run}/config.json: no contrast.layer to default --layer to; pass --layer K") from None
+    if st:
+        layer, rule = model.layer(layer)
+        pooling = model.pooling(pooling)
+        tokenizer = model.tokenizer("a sentence-transformers directory")
+        write_sentence_transformers(Encoder.from_pretrained(model.directory), tokenizer, out, layer=layer, pooling=pooling)
+        return f"layer {layer} ({rule}), {pooling} pooling", layer, pooling
+    # A Hugging Face directory may go without a tokenizer.
+    tokenizer = model.tokenizer("export") if model.source.tokenizer is not None else None
+    Encoder.from_pretrained(model.directory).save_pretrained(out, tokenizer)
+    if model.recorded_layer is not None:  # the contrast layer travels with the weights
+        record_contrast_layer(out, model.recorded_layer)
+    return None, None, None
