@@ -91,7 +91,7 @@ def test_sentence_transformers_encode_equals_infoxlm_embed(run, tmp_path):
     config = json.loads((tmp_path / "st" / "config.json").read_text())
     assert config["num_hidden_layers"] == 1
     recorded = json.loads((tmp_path / "st" / "config_sentence_transformers.json").read_text())["infoxlm"]
-    assert recorded == {"layer": 1, "pooling": "mean", "max_seq_length": 512}
+    assert recorded == {"layer": 1, "pooling": "mean", "max_seq_length": 512, "source_layers": 2}
     model = st.SentenceTransformer(str(tmp_path / "st"), device="cpu")
     np.testing.assert_allclose(model.encode(SENTENCES), embed(tmp_path / "hf", SENTENCES, layer=1), atol=1e-5)
 
