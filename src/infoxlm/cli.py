@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .version import __version__
 from .bench.bench_cli import add_bench_command
-from .cli_args import OneLineParser, positive_int
+from .cli_args import OneLineParser, add_model_arguments, positive_int
 from .data.prepare_cli import add_prepare_commands
 from .demo.demo_cli import add_demo_command
 from .errors import InfoXLMError
@@ -68,9 +68,7 @@ def add_embed_command(commands: argparse._SubParsersAction) -> None:
             "Example: infoxlm embed --model runs/m --layer 8 < sentences.txt > vectors.npy"
         ),
     )
-    p.add_argument("--model", required=True, type=Path,
-                   help="Hugging Face XLM-R directory, sentence-transformers export or run directory of `infoxlm pretrain`")
-    p.add_argument("--step", type=positive_int, default=None, help="run directory: checkpoint step (default: the latest)")
+    add_model_arguments(p)
     p.add_argument(
         "--layer",
         type=int,

@@ -13,6 +13,7 @@ import argparse
 import difflib
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 # The names the parsers offer as choices, written out here because the registries that define
 # them (train/config.py's presets, bench/sizes.py's sizes, data/pipeline.py's objectives)
@@ -65,6 +66,15 @@ def positive_float(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
     return value
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--model`` and ``--step``: the one model argument of every command that reads a model
+    (``train/model_source.py`` resolves it)."""
+    parser.add_argument("--model", required=True, type=Path,
+                        help="Hugging Face XLM-R directory, sentence-transformers export or run directory of `infoxlm pretrain`")
+    parser.add_argument("--step", type=positive_int, default=None,
+                        help="run directory: checkpoint step (default: the latest)")
 
 
 class OneLineParser(argparse.ArgumentParser):

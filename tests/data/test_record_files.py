@@ -235,13 +235,7 @@ def test_hub_datasets_are_streamed(tmp_path, tiny_model_dir, monkeypatch, capsys
     ("hf:infoxlm-test/no-such-corpus", "split 'train'"),
     ("hf:infoxlm-test/no-such-corpus:train", "config 'train', split 'train'"),
 ])
-def test_an_offline_dataset_not_in_the_cache_is_one_line(tmp_path, tiny_model_dir, monkeypatch, spec, reading):
-    datasets = pytest.importorskip("datasets")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache", raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+def test_an_offline_dataset_not_in_the_cache_is_one_line(tmp_path, tiny_model_dir, offline_hub, spec, reading):
     with pytest.raises(DataError) as error:
         prepare_monolingual("de", [spec], tiny_model_dir, tmp_path / "s", show_progress=False)
     message = str(error.value)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cli_args import positive_int
+from ..cli_args import add_model_arguments, positive_int
 from ..errors import InfoXLMError
 from ..outputs import atomic_file, check_output_file
 from .mlqa_cli import add_mlqa_score_command
@@ -42,9 +42,7 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
             "  infoxlm eval tatoeba --model my-model --data hf:xtreme --langs xtreme36 --layer all --output t.json"
         ),
     )
-    t.add_argument("--model", required=True, type=Path,
-                   help="Hugging Face XLM-R directory, sentence-transformers export or run directory of `infoxlm pretrain`")
-    t.add_argument("--step", type=positive_int, default=None, help="run directory: checkpoint step (default: the latest)")
+    add_model_arguments(t)
     t.add_argument("--data", required=True, help="directory of LASER files tatoeba.xxx-eng.{xxx,eng}, or hf:xtreme")
     t.add_argument("--langs", nargs="+", default=None, help="codes (de or deu) or presets paper14, xtreme36 (default: all in --data)")
     t.add_argument("--layer", default=None, help="hidden_states index, or 'all' (default: XTREME's layer, see above)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..cli_args import positive_float, positive_int
+from ..cli_args import add_model_arguments, positive_float, positive_int
 from ..outputs import check_output_dir
 from . import defaults
 from .defaults import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH
@@ -97,9 +97,7 @@ def _common(p: argparse.ArgumentParser, task: str, default_eval_every: int | Non
         b, l = fmt.format(base[key]).replace("%", "%%"), fmt.format(large[key]).replace("%", "%%")  # argparse %-formats help
         return f"default: {b} (paper)" if b == l else f"default by model size: base {b}, large {l} (paper)"
 
-    p.add_argument("--model", required=True, type=Path,
-                   help="Hugging Face XLM-R directory, sentence-transformers export or run directory of `infoxlm pretrain`")
-    p.add_argument("--step", type=positive_int, default=None, help="run directory: checkpoint step (default: the latest)")
+    add_model_arguments(p)
     p.add_argument("--output", required=True, type=Path, help="run directory RUN")
     p.add_argument("--seeds", type=positive_int, default=1, metavar="N", help="fine-tune N times (seeds S … S+N−1) and average (paper: 5; default: 1)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="first seed (default: 0)")
