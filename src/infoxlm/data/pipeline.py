@@ -65,7 +65,7 @@ class PipelineConfig:
     mixup: bool = True  # XLCO mixup contrast (paper §3.3)
     mask_xlco: bool = True  # mask the XLCO views too, at the same rates (as the authors' code)
     # Padded tokens per micro-batch. None: left to the trainer (a GPU run picks it from its
-    # memory, train/effective_max_tokens.py); DEFAULT_MAX_TOKENS wherever nothing picks it.
+    # memory, train/token_budget.py); DEFAULT_MAX_TOKENS wherever nothing picks it.
     max_tokens: int | None = None
 
     def __post_init__(self):

@@ -11,10 +11,11 @@ Sampling, per slot (with replacement: a block or pair may appear twice in a step
 consecutive steps; with corpora much larger than a batch this is negligible, and it keeps
 every slot independent of every other, which is what makes re-sharding exact):
 
-* MMLM: a language with p_l ∝ (n_l / n)^α, n_l its monolingual *tokens*; then a block of
-  that language uniformly (so every token of a language is equally likely to be seen).
-* TLM and XLCO: a parallel corpus with p_c ∝ (n_c / n)^α, n_c its tokens (both sides);
-  then a pair uniformly; then a fair coin for the direction.
+* MMLM: a language with p_l ∝ (n_l / n)^α, n_l its instances (lines; the paper's unit and
+  ``data.sampling_unit``'s default) or, with ``data.sampling_unit=tokens``, its tokens; then a
+  block of that language uniformly.
+* TLM and XLCO: a parallel corpus with p_c ∝ (n_c / n)^α, n_c its pairs (or its tokens, both
+  sides, under ``tokens``); then a pair uniformly; then a fair coin for the direction.
 * XLCO mixup: the partner pair comes from *another* corpus, drawn with the same α
   probabilities renormalised without the first one; if the store holds a single non-empty
   parallel corpus, it is a different pair of that corpus. A coin decides which side of the

@@ -500,7 +500,7 @@ def xl() -> TrainConfig:
     """XLM-R XL's shape (36 × 2560), the large recipe, FSDP2. The paper contrasts on the layer
     where the underlying MLM's cross-lingual retrieval is best, which it puts at 8 of 12 (base)
     and 12 of 24 (large); past large there is no measurement, so the universal layer follows
-    large's half depth: 18. Check it on the starting model with ``infoxlm eval tatoeba --layers
+    large's half depth: 18. Check it on the starting model with ``infoxlm eval tatoeba --layer
     all`` and move it with ``--set contrast.layer=N``. Continues (``--init``) an infoxlm run or
     model of this shape: XLM-R XL's own checkpoints are pre-LayerNorm, which this encoder is not;
     from scratch, ``scratch-base`` with this shape's fields (train/continuation.py)."""
