@@ -284,8 +284,8 @@ def test_the_contrast_recipes_are_what_the_presets_train_and_apply_to_any_preset
         recipe_overrides("labse")
 
 
-def test_the_readme_lists_each_contrast_recipe_as_its_set_lines():
-    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+def test_the_pretraining_guide_lists_each_contrast_recipe_as_its_set_lines():
+    text = (Path(__file__).parents[2] / "docs" / "pretraining.md").read_text(encoding="utf-8")
     for name in CONTRAST_RECIPES:
         listed = re.search(rf"- `{re.escape(name)}`.*?`(--set\s[^`]*)`", text, re.S).group(1)
         assert listed.split() == [word for line in recipe_overrides(name) for word in ("--set", line)], name

@@ -28,11 +28,13 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
             "summary of the resolved config (the whole of it is saved as RUN/config.json;\n"
             "--print-config prints it), an estimate where a step takes over a minute on the device,\n"
             "and ends with what it wrote and the command to run next.\n\n"
+            "--init takes a local directory; infoxlm downloads nothing (get XLM-R base once with\n"
+            "huggingface-cli download xlm-roberta-base --local-dir xlmr-base).\n\n"
             "examples:\n"
-            "  infoxlm pretrain --preset base --init xlm-roberta-base --data store --output runs/base\n"
+            "  infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base\n"
             "  infoxlm pretrain --preset test --data store --output runs/t --max-steps 50 --no-xlco\n"
             "  infoxlm pretrain --preset scratch-base --set optim.lr=2e-4 --print-config\n"
-            "  torchrun --nproc_per_node 8 -m infoxlm pretrain --preset base --init ... --data store --output runs/base"
+            "  torchrun --nproc_per_node 8 -m infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base"
         ),
     )
     p.add_argument("--preset", required=True, choices=PRESET_NAMES, help="hyperparameters to start from: " + preset_list())
