@@ -112,6 +112,7 @@ def test_with_in_batch_negatives_the_baseline_may_cut_the_step_into_smaller_micr
     finer = dataclasses.replace(spec, max_tokens=64)
     assert len(synthetic_step(spec, 0).xlco) == 1 < len(synthetic_step(finer, 0).xlco)
     check_losses(engine.losses(synthetic_step(spec, 0)), baseline.losses(synthetic_step(finer, 0)), rtol=1e-5)
+    check_losses(engine.losses(synthetic_step(finer, 0)), baseline.losses(synthetic_step(spec, 0)), rtol=1e-5)
     for i in range(2):
         ours = engine.step(lambda k: synthetic_step(spec, k), i, PhaseTimer())
         theirs = baseline.step(lambda k: synthetic_step(finer, k), i, PhaseTimer())

@@ -11,6 +11,7 @@ do here either. tests/bench/test_engine_step.py checks that it updates the weigh
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -97,9 +98,13 @@ class EngineStep:
         batches = {name: [b.to(self.device) for b in getattr(data, name)] for name in OBJECTIVES}
         sums = dict.fromkeys(OBJECTIVES, 0.0)
         micro_steps = max(len(b) for b in batches.values())
+        step_keys = None  # with in-batch negatives, every key of the step, as the step computes them
+        if batches["xlco"] and self.contrast.in_batch_negatives:
+            seeds = [None] * len(batches["xlco"])
+            step_keys = self.joint_step.encode_step_keys(batches["xlco"], seeds, contextlib.nullcontext())
         for i in range(micro_steps):
             picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
-            out = self.model(picked["mmlm"], picked["tlm"], picked["xlco"])
+            out = self.model(picked["mmlm"], picked["tlm"], picked["xlco"], step_keys=step_keys)
             for name in OBJECTIVES:
                 if getattr(out, name) is not None:
                     sums[name] += float(getattr(out, name))
