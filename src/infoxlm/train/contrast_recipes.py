@@ -1,9 +1,9 @@
 """The contrast's three families, as ``contrast.*`` values to lay over any preset.
 
 Each is a set of ``--set`` lines (``recipe_overrides``); what a recipe leaves out (the layer,
-the queue's size and the momentum, where it keeps them) stays the preset's. The README's
-XLCO section lists the same lines; ``benchmarks/demo_probe.py --contrast NAME`` trains each
-on the demo's corpus.
+the queue's size and the momentum, where it keeps them) stays the preset's. The pre-training
+guide (docs/pretraining.md, XLCO) lists the same lines; ``benchmarks/demo_probe.py --contrast
+NAME`` trains each on the demo's corpus.
 
 - ``moco``: the paper's XLCO (MoCo): the ``<s>`` state, raw dot products at τ = 0.25, a queue
   of momentum keys as the only negatives. The ``base``, ``large`` and ``scratch-base``
