@@ -141,6 +141,20 @@ def barrier(world: World) -> None:
         dist.barrier()
 
 
+# Wrappers that hold a process group (DDP's reducer, FSDP's modules), kept until the process
+# ends. Freeing one frees its gloo group, whose destructor joins gloo's threads while this
+# thread holds the interpreter lock; a gloo thread still freeing an earlier collective's
+# tensors waits for that lock, and the rank hangs for good, deaf to SIGTERM (about 1 in 10
+# two-process runs under load). `infoxlm pretrain` workers end with os._exit, so a kept
+# wrapper is never freed.
+_KEPT_UNTIL_EXIT: list[object] = []
+
+
+def keep_until_exit(wrapper: object) -> None:
+    """Keep ``wrapper`` (and the process group it holds) from being freed before the process ends."""
+    _KEPT_UNTIL_EXIT.append(wrapper)
+
+
 def shutdown(world: World) -> None:
     if world.distributed and dist.is_initialized():
         dist.destroy_process_group()

@@ -55,6 +55,7 @@ from .distributed import (
     barrier,
     init_world,
     is_collective_timeout,
+    keep_until_exit,
     shutdown,
 )
 from .errors import CheckpointCorrupt, TrainingError
@@ -160,6 +161,8 @@ class Trainer:
 
     def close(self) -> None:
         """Leave the process group and the run directory to the next command."""
+        if self.world.distributed:
+            keep_until_exit(self.ddp)
         shutdown(self.world)
         self.run_lock.release()
 
