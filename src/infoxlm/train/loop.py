@@ -191,7 +191,8 @@ class Trainer:
         if saved is None:
             return
         resolved = json.loads(self.config.to_json())
-        changed = [c for c in _changed_fields(saved, resolved) if c.split(":")[0] not in EXECUTION_FIELDS]
+        defaults = json.loads(TrainConfig().to_json())
+        changed = [c for c in changed_fields(saved, resolved, defaults) if c.split(":")[0] not in EXECUTION_FIELDS]
         if not changed:
             return
         if not allow_config_change:
@@ -627,12 +628,25 @@ def _mix(*values: int) -> int:
     return h & 0x7FFFFFFFFFFFFFFF
 
 
-def _changed_fields(before: dict, after: dict, prefix: str = "") -> list[str]:
+def changed_fields(before: dict, after: dict, defaults: dict, prefix: str = "") -> list[str]:
+    """The fields whose value differs between two configs as dicts, "section.field: a → b".
+
+    A field ``before`` lacks was added to infoxlm after that run was written: the run computed
+    what the field's default does, so keeping the default (``defaults``, the dataclasses'
+    own) is no change, and such a run resumes without --allow-config-change.
+
+    >>> changed_fields({"c": {"t": 0.1}}, {"c": {"t": 0.1, "margin": 0.0}}, {"c": {"t": 0.05, "margin": 0.0}})
+    []
+    >>> changed_fields({"c": {"t": 0.1}}, {"c": {"t": 0.2, "margin": 0.3}}, {"c": {"t": 0.05, "margin": 0.0}})
+    ['c.margin: None → 0.3', 'c.t: 0.1 → 0.2']
+    """
     changed = []
     for key in sorted(set(before) | set(after)):
-        a, b = before.get(key), after.get(key)
+        a, b, default = before.get(key), after.get(key), defaults.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
-            changed += _changed_fields(a, b, f"{prefix}{key}.")
+            changed += changed_fields(a, b, default if isinstance(default, dict) else {}, f"{prefix}{key}.")
+        elif key not in before and key in defaults and b == default:
+            continue
         elif a != b:
             changed.append(f"{prefix}{key}: {a!r} → {b!r}")
     return changed
