@@ -34,7 +34,7 @@ from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
 from ..model.fast_paths import FastPaths
 from ..objectives.xlco import MomentumContrast
-from ..outputs import atomic_dir, atomic_file, check_output_dir
+from ..outputs import atomic_dir, atomic_file, check_output_dir, is_run_directory
 from ..tokenizer import Tokenizer
 from .checkpoint import (
     CheckpointWriter,
@@ -595,15 +595,6 @@ def _joined(state: dict[str, Any]) -> dict[str, Any]:
     joined = {f"encoder.{k}": v for k, v in state["model"].items()}
     joined.update({f"contrast.{k}": v for k, v in (state["contrast"] or {}).items()})
     return joined
-
-
-def is_run_directory(path: Path) -> bool:
-    """A directory `infoxlm pretrain` wrote: its config.json holds the training sections."""
-    try:
-        saved = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(saved, dict) and {"optim", "run"} <= saved.keys()
 
 
 def _checkpoint_store_identity(state: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
