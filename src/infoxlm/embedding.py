@@ -26,10 +26,9 @@ from tqdm.auto import tqdm
 
 from .model.encoder import Encoder
 from .model.fast_paths import FastPaths
+from .model.sentence_layer import POOLINGS
 from .tokenizer import Tokenizer
 from .train.model_source import OpenedModel, open_model
-
-POOLINGS = ("mean", "cls")
 
 
 def default_device() -> torch.device:

@@ -208,6 +208,17 @@ def test_the_xl_and_xxl_presets_have_xlmr_shapes_and_shard(name, billions, layer
     assert cfg.run.parallelism == "fsdp" and cfg.optim.lr == preset("large").optim.lr
 
 
+def test_model_size_takes_exactly_the_encoders_named_sizes():
+    from infoxlm.model.config import ENCODER_SIZES, EncoderConfig
+    from infoxlm.train.config import ModelConfig
+
+    assert ENCODER_SIZES == ("tiny", "small", "base", "large", "xl", "xxl")
+    for name in ENCODER_SIZES:
+        assert ModelConfig(size=name).size == name and EncoderConfig.preset(name).hidden_size > 0
+    with pytest.raises(ConfigError, match=re.escape("model.size='huge': expected one of tiny, small, base, large, xl, xxl")):
+        apply_overrides(preset("test"), ["model.size=huge"])
+
+
 def test_compiling_is_left_to_the_device_unless_told():
     from infoxlm.train.config import resolve_config
 

@@ -29,6 +29,7 @@ from torch import nn
 from ..data.batching import MLMBatch
 from ..data.pipeline import StepData
 from ..embedding import pool
+from ..model.hub import BODY_PREFIX
 from ..objectives.xlco import momentum_at
 from ..train.joint_step import OBJECTIVES, aligned_micro_batch
 from ..train.optim import linear_warmup_decay
@@ -37,7 +38,6 @@ from .sizes import BenchError
 from .synthetic_batches import step_tokens
 from .timing import PhaseTimer, optimizer_state_tensors, tensor_bytes
 
-BODY_PREFIX = "roberta."
 IGNORE_INDEX = -100
 
 

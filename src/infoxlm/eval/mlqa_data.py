@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvalDataError
+from .mlqa_metric import MLQA_LANGUAGES
 
-MLQA_LANGUAGES = ("en", "es", "de", "ar", "hi", "vi", "zh")
 MLQA_SPLITS = ("dev", "test")
 
 

@@ -23,9 +23,9 @@ from ..version import __version__
 from ..errors import InfoXLMError
 from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
+from ..model.sentence_layer import POOLINGS
 from ..tokenizer import Tokenizer
 
-POOLINGS = ("mean", "cls")
 MAX_SEQ_LENGTH = 512
 
 

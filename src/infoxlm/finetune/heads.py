@@ -27,12 +27,12 @@ from safetensors.torch import save_file
 from torch import nn
 
 from ..model.encoder import Encoder
+from ..model.hub import BODY_PREFIX
 from ..model.packing import Packing
 
 if TYPE_CHECKING:
     from ..tokenizer import Tokenizer
 
-BODY_PREFIX = "roberta."
 # Encoder parts the task models neither use nor save: the MLM head (its decoder is the tied
 # word-embedding matrix) and the pooler (absent from HF's task classes).
 _UNUSED_PARTS = ("lm_head.", "pooler.")

@@ -216,3 +216,4 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "xl": dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, intermediate_size=10240),
     "xxl": dict(hidden_size=4096, num_hidden_layers=48, num_attention_heads=32, intermediate_size=16384),
 }
+ENCODER_SIZES = tuple(_PRESETS)  # the named sizes, smallest first (train's model.size)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BODY_PREFIX = "roberta."
+BODY_PREFIX = "roberta."  # where Hugging Face's XLMRobertaFor* classes keep the encoder's weights
 WEIGHTS_NAME = "model.safetensors"
 SHARD_INDEX_NAME = "model.safetensors.index.json"
 PICKLE_WEIGHTS_NAME = "pytorch_model.bin"

@@ -21,6 +21,12 @@ XTREME_LAYERS = {12: 8, 24: 14}
 
 RECORDED_CONTRAST_LAYER = "the contrast layer the model records"
 
+# How that layer's token states become one vector: "cls", the <s> state (the paper's XLCO), or
+# "mean" over every non-padding token, <s> and </s> included (XTREME's retrieval; what embed
+# and export default to). XLCO, embedding, the model argument and the sentence-transformers
+# export accept these.
+POOLINGS = ("cls", "mean")
+
 
 def default_layer(num_layers: int, recorded: int | None = None, recorded_as: str = RECORDED_CONTRAST_LAYER) -> tuple[int, str]:
     """(hidden_states index, the rule in words) for an encoder of ``num_layers`` layers that

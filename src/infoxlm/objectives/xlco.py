@@ -45,9 +45,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..embedding import POOLINGS
 from ..model.encoder import Encoder
 from ..model.packing import Packing
+from ..model.sentence_layer import POOLINGS
 
 
 def momentum_at(step: int, schedule: str = "constant", base: float = 0.9999, cap: float = 0.9995) -> float:

@@ -25,6 +25,8 @@ from typing import Any, Callable, ClassVar
 import torch
 
 from ..data.pipeline import PipelineConfig
+from ..model.config import ENCODER_SIZES
+from ..model.sentence_layer import POOLINGS
 from ..errors import InfoXLMError
 
 
@@ -32,11 +34,9 @@ class ConfigError(InfoXLMError):
     """A configuration value or override that cannot be used."""
 
 
-ENCODER_SIZES = ("tiny", "small", "base", "large", "xl", "xxl")  # EncoderConfig's named sizes
 INIT_SCHEMES = ("uniform", "normal")
 NORMALISERS = ("paper", "joint")
 MOMENTUM_SCHEDULES = ("constant", "inverse_sqrt")
-POOLINGS = ("cls", "mean")
 KEY_WARMUPS = ("copy", "momentum")
 PARALLELISMS = ("ddp", "fsdp")
 # How a run executes, not what it computes: a run may continue with other values of these

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from ..data.batching import filler_contrast_batch, filler_mlm_batch
-from ..data.pipeline import StepData
+from ..data.pipeline import OBJECTIVES, StepData
 from ..model.encoder import Encoder
 from ..objectives.xlco import MomentumContrast, StepKeys, momentum_at
 from .checkpoint import last_good_checkpoint
@@ -34,8 +34,6 @@ __all__ = [
     "OBJECTIVES", "JointStep", "StepPhases", "StepResult", "TrainingError", "aligned_micro_batch", "build_joint_step",
     "even_out",
 ]  # fmt: skip
-
-OBJECTIVES = ("mmlm", "tlm", "xlco")
 
 
 def build_joint_step(

@@ -34,7 +34,7 @@ from pathlib import Path
 from ..errors import CheckpointError, InfoXLMError
 from ..model.config import EncoderConfig
 from ..model.hub import read_contrast_layer
-from ..model.sentence_layer import default_layer
+from ..model.sentence_layer import POOLINGS, default_layer
 from ..outputs import is_run_directory, is_token_store
 from ..tokenizer import SENTENCEPIECE_MODEL, TOKENIZER_JSON, Tokenizer
 from .checkpoint import CHECKPOINT_DIR, checkpoint_path, list_checkpoints
@@ -43,7 +43,6 @@ from .export import export
 __all__ = ["HUGGING_FACE", "RUN", "SENTENCE_TRANSFORMERS", "ModelSource", "OpenedModel", "open_model", "resolve_model"]
 
 HUGGING_FACE, SENTENCE_TRANSFORMERS, RUN = "Hugging Face directory", "sentence-transformers export", "run directory"
-POOLINGS = ("mean", "cls")
 # sentence-transformers' 1_Pooling/config.json flags → the mode's name.
 _POOLING_FLAGS = {
     "pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max",
