@@ -11,32 +11,66 @@ from pathlib import Path
 from ..cli_args import PRESET_NAMES, positive_int, preset_list
 from ..errors import InfoXLMError
 
+EXPORT_FORMATS = ("hf", "sentence-transformers")
+
+_PRETRAIN_DESCRIPTION = (
+    "Pre-train an XLM-R-style encoder on a token store (built by `infoxlm prepare`) with\n"
+    "multilingual masked LM, translation LM and cross-lingual contrast. Running the same\n"
+    "command on an existing --output resumes from its latest checkpoint.\n\n"
+    "--preset is required: test (seconds on a CPU), demo (minutes on a CPU), scratch-base\n"
+    "(the paper's from-scratch recipe), base, large, xl, xxl (continue a pre-trained model:\n"
+    "--init is required). Any field can be changed with --set section.field=value. With\n"
+    "--init, contrast.layer is the one the model records, unless set. The run starts with a\n"
+    "summary of the resolved config (the whole of it is saved as RUN/config.json;\n"
+    "--print-config prints it), an estimate where a step takes over a minute on the device,\n"
+    "and ends with what it wrote and the command to run next.\n\n"
+    "--init takes a local directory; infoxlm downloads nothing (get XLM-R base once with\n"
+    "huggingface-cli download xlm-roberta-base --local-dir xlmr-base).\n\n"
+    "examples:\n"
+    "  infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base\n"
+    "  infoxlm pretrain --preset test --data store --output runs/t --max-steps 50 --no-xlco\n"
+    "  infoxlm pretrain --preset scratch-base --set optim.lr=2e-4 --print-config\n"
+    "  torchrun --nproc_per_node 8 -m infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base"
+)
+
+_EXPORT_DESCRIPTION = (
+    "Write the query encoder + MLM head (+ tokenizer) of a run's latest checkpoint (or --step N)\n"
+    "as config.json + model.safetensors that transformers loads as XLM-R, with a model card\n"
+    "(README.md). --format sentence-transformers writes the first --layer K layers with a pooling\n"
+    "module instead: SentenceTransformer(OUT).encode gives the vectors `infoxlm embed --layer K`\n"
+    "gives. Without --layer, K is the layer `infoxlm embed` and `eval tatoeba` use: the contrast\n"
+    "layer the model records (a run's contrast.layer), else the paper's (8 of 12 layers, 14 of 24),\n"
+    "else the middle one, said in the closing line. SRC may also be a Hugging Face XLM-R directory\n"
+    "or a sentence-transformers export. OUT is written whole or not at all; it may replace an\n"
+    "earlier export, never SRC nor another non-empty directory (unless --overwrite).\n\n"
+    "examples:\n"
+    "  infoxlm export runs/base my-model\n"
+    "  infoxlm export runs/base my-model-st --format sentence-transformers --layer 8"
+)
+
 
 def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
+    """Register ``pretrain`` and ``export`` on the main command's ``commands``."""
+    _add_pretrain_command(commands)
+    _add_export_command(commands)
+
+
+def _add_pretrain_command(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "pretrain",
         help="pre-train with MMLM + TLM + XLCO (resumes an existing run directory)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Pre-train an XLM-R-style encoder on a token store (built by `infoxlm prepare`) with\n"
-            "multilingual masked LM, translation LM and cross-lingual contrast. Running the same\n"
-            "command on an existing --output resumes from its latest checkpoint.\n\n"
-            "--preset is required: test (seconds on a CPU), demo (minutes on a CPU), scratch-base\n"
-            "(the paper's from-scratch recipe), base, large, xl, xxl (continue a pre-trained model:\n"
-            "--init is required). Any field can be changed with --set section.field=value. With\n"
-            "--init, contrast.layer is the one the model records, unless set. The run starts with a\n"
-            "summary of the resolved config (the whole of it is saved as RUN/config.json;\n"
-            "--print-config prints it), an estimate where a step takes over a minute on the device,\n"
-            "and ends with what it wrote and the command to run next.\n\n"
-            "--init takes a local directory; infoxlm downloads nothing (get XLM-R base once with\n"
-            "huggingface-cli download xlm-roberta-base --local-dir xlmr-base).\n\n"
-            "examples:\n"
-            "  infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base\n"
-            "  infoxlm pretrain --preset test --data store --output runs/t --max-steps 50 --no-xlco\n"
-            "  infoxlm pretrain --preset scratch-base --set optim.lr=2e-4 --print-config\n"
-            "  torchrun --nproc_per_node 8 -m infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base"
-        ),
+        description=_PRETRAIN_DESCRIPTION,
     )
+    _add_source_arguments(p)
+    _add_run_arguments(p)
+    _add_ablation_arguments(p)
+    _add_resume_arguments(p)
+    p.set_defaults(func=run_pretrain)
+
+
+def _add_source_arguments(p: argparse.ArgumentParser) -> None:
+    """The recipe and what it reads and writes: --preset, --data, --output, --init, --config, --set."""
     p.add_argument("--preset", required=True, choices=PRESET_NAMES, help="hyperparameters to start from: " + preset_list())
     p.explain_missing("--preset", "one of " + preset_list())
     p.add_argument("--data", type=Path, default=None, help="token store directory (required unless --print-config)")
@@ -45,6 +79,10 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
                    "export or run directory (required by base, large, xl, xxl; test, demo and scratch-base train from scratch without it)")
     p.add_argument("--config", type=Path, default=None, help="JSON file of config sections to apply over the preset")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override one field (repeatable)")
+
+
+def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Shortcuts for the run's length, checkpoints, seed and device."""
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (optim.max_steps)")
     p.add_argument("--save-every", type=int, default=None, help="checkpoint interval in steps (run.save_every)")
     p.add_argument(
@@ -55,6 +93,10 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=None, help="run.seed: decides weights, data order, masking")
     p.add_argument("--device", default=None, help="cpu, cuda … (default: cuda if available)")
+
+
+def _add_ablation_arguments(p: argparse.ArgumentParser) -> None:
+    """The paper's ablations, each turning one part of the method off."""
     ablations = p.add_argument_group("ablations (the paper's)")
     ablations.add_argument("--no-mmlm", action="store_true", help="−MMLM: no monolingual masked LM")
     ablations.add_argument("--no-tlm", action="store_true", help="−TLM: no translation LM")
@@ -62,6 +104,10 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
     ablations.add_argument("--no-mixup", action="store_true", help="−Mixup: plain translation pairs in XLCO")
     ablations.add_argument("--no-momentum", action="store_true", help="−Momentum: keys from the query encoder")
     ablations.add_argument("--contrast-layer", type=int, default=None, help="contrast on this layer (contrast.layer)")
+
+
+def _add_resume_arguments(p: argparse.ArgumentParser) -> None:
+    """What a resumed run may differ in, the progress display and --print-config."""
     p.add_argument(
         "--allow-config-change",
         action="store_true",
@@ -81,26 +127,14 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print the resolved config (preset, --config, --set and the flags above) as JSON and exit",
     )
-    p.set_defaults(func=run_pretrain)
 
+
+def _add_export_command(commands: argparse._SubParsersAction) -> None:
     e = commands.add_parser(
         "export",
         help="write a run's model as a Hugging Face XLM-R or sentence-transformers directory",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Write the query encoder + MLM head (+ tokenizer) of a run's latest checkpoint (or --step N)\n"
-            "as config.json + model.safetensors that transformers loads as XLM-R, with a model card\n"
-            "(README.md). --format sentence-transformers writes the first --layer K layers with a pooling\n"
-            "module instead: SentenceTransformer(OUT).encode gives the vectors `infoxlm embed --layer K`\n"
-            "gives. Without --layer, K is the layer `infoxlm embed` and `eval tatoeba` use: the contrast\n"
-            "layer the model records (a run's contrast.layer), else the paper's (8 of 12 layers, 14 of 24),\n"
-            "else the middle one, said in the closing line. SRC may also be a Hugging Face XLM-R directory\n"
-            "or a sentence-transformers export. OUT is written whole or not at all; it may replace an\n"
-            "earlier export, never SRC nor another non-empty directory (unless --overwrite).\n\n"
-            "examples:\n"
-            "  infoxlm export runs/base my-model\n"
-            "  infoxlm export runs/base my-model-st --format sentence-transformers --layer 8"
-        ),
+        description=_EXPORT_DESCRIPTION,
     )
     e.add_argument("run", type=Path, metavar="SRC",
                    help="run directory of `infoxlm pretrain`, Hugging Face XLM-R directory or sentence-transformers export")
@@ -118,9 +152,6 @@ def add_pretrain_commands(commands: argparse._SubParsersAction) -> None:
     e.add_argument("--overwrite", action="store_true",
                    help="replace OUT even if it is a non-empty directory infoxlm did not write")
     e.set_defaults(func=run_export)
-
-
-EXPORT_FORMATS = ("hf", "sentence-transformers")
 
 
 def resolved_config(args: argparse.Namespace):
