@@ -56,8 +56,18 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> argparse.A
         epilog=_TRAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_input_arguments(train)
+    _add_vocabulary_arguments(train)
+    train.add_argument("--no-progress", action="store_true", help="hide the trainer's log")
+    # The main CLI dispatches with args.func(args) and turns the return value into the exit code.
+    train.set_defaults(func=run_tokenizer_train)
+    return tokenizer
+
+
+def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the text comes from: --input, --lang-input, --field and --output."""
     # action="extend" lets both flags be repeated and mixed: --input a.txt --input b.txt.
-    train.add_argument(
+    parser.add_argument(
         "--input",
         nargs="+",
         action="extend",
@@ -65,7 +75,7 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> argparse.A
         metavar="FILE",
         help="text files whose name gives the language (de.txt, train.de.txt, de.txt.gz)",
     )
-    train.add_argument(
+    parser.add_argument(
         "--lang-input",
         nargs="+",
         action="extend",
@@ -73,14 +83,18 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> argparse.A
         metavar="LANG=FILE",
         help="text files with their language given explicitly, e.g. sw=extra/swahili.txt",
     )
-    train.add_argument(
+    parser.add_argument(
         "--field",
         default=None,
         metavar="NAME",
         help="the field of JSON Lines, Parquet and save_to_disk records that holds the text (default: text)",
     )
-    train.add_argument("--output", required=True, metavar="DIR", help="directory to write the tokenizer to")
-    train.add_argument(
+    parser.add_argument("--output", required=True, metavar="DIR", help="directory to write the tokenizer to")
+
+
+def _add_vocabulary_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is learnt from it: the size, the language sample and the trainer's threads."""
+    parser.add_argument(
         "--vocab-size",
         type=int,
         default=250_002,
@@ -88,28 +102,28 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> argparse.A
         help="total number of ids incl. <s> <pad> </s> <unk> <mask> (default: 250002, XLM-R's; "
         "tiny corpora yield fewer)",
     )
-    train.add_argument(
+    parser.add_argument(
         "--alpha",
         type=float,
         default=0.3,
         help="language sampling exponent in (0, 1]; smaller favours small languages (default: 0.3)",
     )
-    train.add_argument(
+    parser.add_argument(
         "--max-sentences",
         type=int,
         default=10_000_000,
         metavar="N",
         help="lines in the training sample, across all languages (default: 10000000)",
     )
-    train.add_argument("--seed", type=int, default=0, help="random seed for the sample (default: 0)")
-    train.add_argument(
+    parser.add_argument("--seed", type=int, default=0, help="random seed for the sample (default: 0)")
+    parser.add_argument(
         "--languages",
         nargs="+",
         default=None,
         metavar="LANG",
         help="use only these languages of the inputs (default: all)",
     )
-    train.add_argument(
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -118,10 +132,6 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> argparse.A
         "vocabulary depends on the sample and on N: the same inputs, seed and N give the same "
         "file on any machine",
     )
-    train.add_argument("--no-progress", action="store_true", help="hide the trainer's log")
-    # The main CLI dispatches with args.func(args) and turns the return value into the exit code.
-    train.set_defaults(func=run_tokenizer_train)
-    return tokenizer
 
 
 def _collect_inputs(inputs: list[str], lang_inputs: list[str]) -> dict[str, list[str]]:
