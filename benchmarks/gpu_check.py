@@ -230,7 +230,7 @@ def prepare_assets(work: Path, plan: Plan) -> dict[str, Any]:
     a token store of the demo corpus tokenized with that tokenizer."""
     import torch
 
-    from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
+    from infoxlm.corpus.prepare import prepare_monolingual, prepare_parallel
     from infoxlm.demo import corpus
     from infoxlm.demo.checkpoint import checkpoint_dir
     from infoxlm.model import Encoder, EncoderConfig

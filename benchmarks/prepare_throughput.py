@@ -53,8 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
-from infoxlm.data.prepare import prepare_monolingual
-from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES
+from infoxlm.corpus.prepare import prepare_monolingual
+from infoxlm.corpus.text_files import DEFAULT_BLOCK_BYTES
 
 from xlmr_assets import xlmr_tokenizer_dir
 

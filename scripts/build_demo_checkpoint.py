@@ -33,7 +33,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-from infoxlm.data.prepare import prepare_monolingual
+from infoxlm.corpus.prepare import prepare_monolingual
 from infoxlm.demo import corpus
 from infoxlm.demo.checkpoint import CARD_NAME, TRAINING_OVERRIDES, UNIVERSAL_LAYER
 from infoxlm.demo.run import FULL, learn_vocabulary, training_text

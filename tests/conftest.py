@@ -88,7 +88,7 @@ def tiny_run(tiny_model_dir, tmp_path_factory):
     import contextlib
     import io
 
-    from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
+    from infoxlm.corpus.prepare import prepare_monolingual, prepare_parallel
     from infoxlm.train.config import apply_overrides, preset
     from infoxlm.train.loop import pretrain
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from .version import __version__
 from .bench.bench_cli import add_bench_command
 from .cli_args import OneLineParser, add_model_arguments, positive_int
-from .data.prepare_cli import add_prepare_commands
+from .corpus.prepare_cli import add_prepare_commands
 from .demo.demo_cli import add_demo_command
 from .errors import InfoXLMError
 from .eval.eval_cli import add_eval_commands
@@ -34,7 +34,7 @@ from .finetune.finetune_cli import add_finetune_commands
 from .outputs import atomic_file, check_output_file
 from .tokenizer_cli import add_tokenizer_commands
 from .train.pretrain_cli import add_pretrain_commands
-from .train.show_cli import add_show_command
+from .corpus.show_cli import add_show_command
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ lines, so small languages get their share, and learns a Unigram vocabulary on it
 SentencePiece's trainer (repeatable: the same sample and thread count give the same pieces),
 written as a ``tokenizers`` file in XLM-R's id layout.
 
-Inputs are read as ``infoxlm prepare`` reads them (:func:`~infoxlm.data.record_files.
+Inputs are read as ``infoxlm prepare`` reads them (:func:`~infoxlm.corpus.record_files.
 input_line_blocks`): text files line by line, JSON Lines, Parquet and ``save_to_disk`` inputs
 as records whose ``field`` holds the text, so the same text gives the same vocabulary in
 any format.
@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from infoxlm.data.inputs import InputSource, input_source, record_fields
-from infoxlm.data.record_files import input_line_blocks
+from infoxlm.corpus.inputs import InputSource, input_source, record_fields
+from infoxlm.corpus.record_files import input_line_blocks
 from infoxlm.data.sampling import check_alpha, language_probabilities
-from infoxlm.data.text_files import COMPRESSION_SUFFIXES
+from infoxlm.corpus.text_files import COMPRESSION_SUFFIXES
 from infoxlm.errors import DataError, TokenizerError
 from infoxlm.sentencepiece_charsmap import nmt_nfkc_charsmap
 from infoxlm.special_tokens import BOS, BOS_ID, EOS, EOS_ID, MASK, UNK
@@ -115,7 +115,7 @@ def train_tokenizer(
             Files are UTF-8 text, one sentence per line; ``.gz``, ``.xz``, ``.bz2`` and
             ``.zst`` are decompressed on the fly. JSON Lines files, Parquet files or
             directories, ``save_to_disk`` directories and ``hf:`` datasets are read as
-            records, as ``infoxlm prepare`` reads them (:mod:`~infoxlm.data.inputs`).
+            records, as ``infoxlm prepare`` reads them (:mod:`~infoxlm.corpus.inputs`).
         output_dir: directory that receives ``tokenizer.json``, the ``transformers``
             configs and ``training_report.json``.
         vocab_size: total number of ids, the five special tokens included. The result
@@ -307,7 +307,7 @@ def _as_tokenizer_error() -> Iterator[None]:
 
 def _text_lines(source: InputSource, fields: dict[str, str]) -> Iterator[str]:
     """Every non-blank line of one input, read as ``prepare`` reads it: a text file's lines,
-    or the text field of its records (:func:`~infoxlm.data.record_files.input_line_blocks`)."""
+    or the text field of its records (:func:`~infoxlm.corpus.record_files.input_line_blocks`)."""
     with _as_tokenizer_error():
         for block in input_line_blocks(source, fields):
             yield from (line for line in block.lines if line.strip())  # type: ignore[union-attr]

@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from infoxlm import Encoder, embed
-from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
+from infoxlm.corpus.prepare import prepare_monolingual, prepare_parallel
 from infoxlm.errors import InfoXLMError
 from infoxlm.export.model_card import CARD_NAME
 

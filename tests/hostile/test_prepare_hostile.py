@@ -25,11 +25,11 @@ import pytest
 import zstandard
 
 from infoxlm.cli import main as infoxlm_main
-from infoxlm.data import prepare as prepare_module
+from infoxlm.corpus import prepare as prepare_module
 from infoxlm.data import store as store_module
-from infoxlm.data.prepare import cut_long_line, prepare_monolingual, prepare_parallel
+from infoxlm.corpus.prepare import cut_long_line, prepare_monolingual, prepare_parallel
 from infoxlm.data.store import TokenStore
-from infoxlm.data.store_report import store_report
+from infoxlm.corpus.store_report import store_report
 from infoxlm.errors import DataError, TokenizerError
 from infoxlm.tokenizer import Tokenizer
 from infoxlm.tokenizer_training import train_tokenizer

@@ -1,1 +1,2 @@
-"""Data preparation for pre-training: corpus reading, language sampling and example stores."""
+"""Token store → training batches: the store reader, language sampling, examples, masking and
+micro-batches (:mod:`infoxlm.corpus` writes the stores)."""

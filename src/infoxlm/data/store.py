@@ -53,7 +53,7 @@ from ..errors import InfoXLMError
 from ..outputs import TOKEN_STORE_FORMAT, check_output_dir
 from ..special_tokens import EOS_ID
 from .corpus_lock import LOCKS_DIR, PARTIAL_PREFIX, partial_corpus_dirs, partial_writer, remove_stale_partials
-from .created_paths import CreatedPaths, naming
+from ..created_paths import CreatedPaths, naming
 
 STORE_FORMAT = TOKEN_STORE_FORMAT
 STORE_VERSION = 2  # 2: monolingual lines end with </s> (1: bare lines)

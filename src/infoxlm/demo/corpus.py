@@ -32,7 +32,7 @@ import json
 import unicodedata
 from pathlib import Path
 
-from infoxlm.data.text_files import read_decompressed
+from infoxlm.corpus.text_files import read_decompressed
 from infoxlm.demo import shipped_dir
 from infoxlm.errors import DataError
 

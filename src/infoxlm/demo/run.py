@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from ..data.prepare import prepare_monolingual, prepare_parallel
+from ..corpus.prepare import prepare_monolingual, prepare_parallel
 from ..embedding import embed_layers
 from ..errors import InfoXLMError
 from ..eval.plots import plot_layerwise

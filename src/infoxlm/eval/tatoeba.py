@@ -23,9 +23,9 @@ from typing import Sequence
 import numpy as np
 
 from ..embedding import embed_layers
-from ..data.inputs import HubDataset
-from ..data.record_files import load_hub_dataset
-from ..data.text_files import iter_lines
+from ..corpus.inputs import HubDataset
+from ..corpus.record_files import load_hub_dataset
+from ..corpus.text_files import iter_lines
 from ..errors import DataError, EvalDataError
 from ..model.encoder import Encoder
 from ..tokenizer import Tokenizer

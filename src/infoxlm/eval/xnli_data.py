@@ -23,8 +23,8 @@ import warnings
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
-from ..data.inputs import HubDataset
-from ..data.record_files import load_hub_dataset
+from ..corpus.inputs import HubDataset
+from ..corpus.record_files import load_hub_dataset
 from ..errors import EvalDataError
 
 XNLI_LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from ..data.created_paths import CreatedPaths
+from ..created_paths import CreatedPaths
 from ..file_lock import LockHeld, exclusive_lock
 from .distributed import World
 from .errors import TrainingError

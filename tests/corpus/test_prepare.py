@@ -1,4 +1,4 @@
-"""Tests for infoxlm.data.prepare, prepare_cli and store_report: text -> token store -> text.
+"""Tests for infoxlm.corpus.prepare, prepare_cli and store_report: text -> token store -> text.
 
 Round trips use XLM-R's real 250,002-piece tokenizer (it covers every script); command-line
 runs use the small tokenizer of the shared ``tiny_model_dir`` fixture, which loads fast. The
@@ -24,13 +24,13 @@ import pytest
 import zstandard
 
 from infoxlm.cli import main as infoxlm_main
-from infoxlm.data import prepare as prepare_module
-from infoxlm.data.cleaning import clean_text
-from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
+from infoxlm.corpus import prepare as prepare_module
+from infoxlm.corpus.cleaning import clean_text
+from infoxlm.corpus.prepare import prepare_monolingual, prepare_parallel
 from infoxlm.data.sampling import language_probabilities
 from infoxlm.data.corpus_lock import corpus_lock
 from infoxlm.data.store import PARTIAL_PREFIX, CorpusWriter, StoreError, TokenStore, partial_corpus_dirs
-from infoxlm.data.store_report import store_report
+from infoxlm.corpus.store_report import store_report
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer
 

@@ -1,4 +1,4 @@
-"""Tests for infoxlm.data.shards and the part readers of text_files: which lines a shard reads.
+"""Tests for infoxlm.corpus.shards and the part readers of text_files: which lines a shard reads.
 
 Every line of the input must belong to exactly one shard, whatever the files, their
 compression, line endings and block size; what a shard records about its document ends is
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from infoxlm.cli import main as infoxlm_main
-from infoxlm.data.prepare import prepare_monolingual
-from infoxlm.data.shards import check_shard, parse_shard, plan_aligned_shard, plan_shard
-from infoxlm.data.text_files import iter_line_blocks
+from infoxlm.corpus.prepare import prepare_monolingual
+from infoxlm.corpus.shards import check_shard, parse_shard, plan_aligned_shard, plan_shard
+from infoxlm.corpus.text_files import iter_line_blocks
 from infoxlm.errors import DataError
 
 

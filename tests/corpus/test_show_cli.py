@@ -1,4 +1,4 @@
-"""Tests for infoxlm.train.show_cli: `infoxlm prepare show` as a user calls it."""
+"""Tests for infoxlm.corpus.show_cli: `infoxlm prepare show` as a user calls it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from conftest import TINY_TEXT
 
 from infoxlm.cli import main as infoxlm_main
 from infoxlm.data.examples import MonoBlocks
-from infoxlm.data.prepare import prepare_monolingual
+from infoxlm.corpus.prepare import prepare_monolingual
 from infoxlm.data.store import TokenStore
 
 

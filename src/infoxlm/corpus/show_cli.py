@@ -1,8 +1,8 @@
 """``infoxlm prepare show``: decode the examples a run's step would train on.
 
-It lives with the training code because the data a step sees depends on the run's config
-(preset, ``--config``, ``--set data.…``, the seed), resolved here exactly as ``infoxlm
-pretrain`` resolves it; the decoding itself is :mod:`infoxlm.data.show`.
+The data a step sees depends on the run's config (preset, ``--config``, ``--set data.…``,
+the seed), so it is resolved here exactly as ``infoxlm pretrain`` resolves it
+(:mod:`infoxlm.train.config`); the decoding itself is :mod:`infoxlm.corpus.show`.
 
 Examples::
 
@@ -53,10 +53,10 @@ def add_show_command(prepare_commands: argparse._SubParsersAction) -> None:
 
 def run_show(args: argparse.Namespace) -> int:
     from ..data.pipeline import OBJECTIVES, DataPipeline
-    from ..data.show import render_step
+    from .show import render_step
     from ..data.store import TOKENIZER_DIR, StoreError, TokenStore
     from ..tokenizer import Tokenizer
-    from .config import apply_overrides, load_config_file, preset, resolve_config
+    from ..train.config import apply_overrides, load_config_file, preset, resolve_config
 
     overrides = (load_config_file(args.config) if args.config else []) + args.overrides
     config = resolve_config(apply_overrides(preset(args.preset), overrides))

@@ -25,11 +25,11 @@ import json
 import sys
 from pathlib import Path
 
-from infoxlm.data.merge import merge_stores
-from infoxlm.data.prepare import DEFAULT_MAX_LINE_TOKENS, prepare_monolingual, prepare_parallel
+from infoxlm.corpus.merge import merge_stores
+from infoxlm.corpus.prepare import DEFAULT_MAX_LINE_TOKENS, prepare_monolingual, prepare_parallel
 from infoxlm.data.sampling import SAMPLING_UNITS
-from infoxlm.data.shards import parse_shard
-from infoxlm.data.store_report import DEFAULT_ALPHA, DEFAULT_BLOCK_SIZE, format_report, store_report
+from infoxlm.corpus.shards import parse_shard
+from infoxlm.corpus.store_report import DEFAULT_ALPHA, DEFAULT_BLOCK_SIZE, format_report, store_report
 
 __all__ = ["add_prepare_commands"]
 

@@ -1,7 +1,7 @@
 """Which part of a corpus's input one shard of ``infoxlm prepare --shard I/N`` reads.
 
 N machines (or the tasks of a SLURM array) each prepare one part of the same input into a
-store of their own; ``infoxlm prepare merge`` (:mod:`~infoxlm.data.merge`) joins the parts
+store of their own; ``infoxlm prepare merge`` (:mod:`~infoxlm.corpus.merge`) joins the parts
 into the corpus one prepare of the whole input gives. The input is the concatenation of the
 input files in the order given, and shard I reads the I-th of N consecutive parts of it:
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infoxlm.data.text_files import COMPRESSION_SUFFIXES, count_all_lines
+from infoxlm.corpus.text_files import COMPRESSION_SUFFIXES, count_all_lines
 from infoxlm.errors import DataError
 
 __all__ = ["FilePart", "ShardPlan", "check_shard", "parse_shard", "plan_aligned_shard", "plan_shard"]
@@ -58,7 +58,7 @@ class FilePart:
         return self.starts_file and self.ends_file
 
     def read_options(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`~infoxlm.data.text_files.iter_line_blocks` for this part."""
+        """Keyword arguments of :func:`~infoxlm.corpus.text_files.iter_line_blocks` for this part."""
         if self.byte_range is not None:
             return {"byte_range": self.byte_range}
         if self.line_range is not None:

@@ -1,10 +1,10 @@
-"""Tests for infoxlm.data.cleaning: NFC, control and format characters, counts."""
+"""Tests for infoxlm.corpus.cleaning: NFC, control and format characters, counts."""
 
 from __future__ import annotations
 
 import unicodedata
 
-from infoxlm.data.cleaning import CleaningCounts, clean_lines, clean_text
+from infoxlm.corpus.cleaning import CleaningCounts, clean_lines, clean_text
 
 
 def test_nfc_and_counts():

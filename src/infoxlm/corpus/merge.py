@@ -42,8 +42,8 @@ import numpy as np
 from tqdm import tqdm
 
 from infoxlm.data.corpus_lock import corpus_lock, remove_stale_partials
-from infoxlm.data.created_paths import CreatedPaths
-from infoxlm.data.prepare import PrepareResult
+from infoxlm.created_paths import CreatedPaths
+from infoxlm.corpus.prepare import PrepareResult
 from infoxlm.data.store import (
     OFFSET_DTYPE,
     TOKEN_DTYPE,

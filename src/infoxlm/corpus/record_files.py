@@ -11,13 +11,13 @@ and tokenizes both alike, so the same text in any format makes the same corpus):
   counts equal those of the same text file with blank lines between documents).
 * :func:`input_line_blocks` -- any monolingual input, text file or records, as line blocks:
   the one way ``prepare`` and ``tokenizer train`` read an input;
-* :func:`record_pair_blocks` -- two fields as :class:`~infoxlm.data.parallel_text.PairBlock`
+* :func:`record_pair_blocks` -- two fields as :class:`~infoxlm.corpus.parallel_text.PairBlock`
   s; newlines inside a value become spaces, ``null`` an empty side (the pair is skipped).
 
 Formats, each streamed in batches (never a whole file in memory):
 
 * JSON Lines (``.jsonl``, compressed too): one object per line, blank lines ignored; read
-  through :func:`~infoxlm.data.text_files.iter_line_blocks`, so errors name ``FILE:LINE``;
+  through :func:`~infoxlm.corpus.text_files.iter_line_blocks`, so errors name ``FILE:LINE``;
 * Parquet: ``pyarrow.parquet.ParquetFile.iter_batches`` over each file; errors name the row;
 * a ``datasets.Dataset.save_to_disk`` directory: its Arrow stream files (``state.json``
   lists them) read batch by batch with ``pyarrow.ipc``;
@@ -41,9 +41,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from infoxlm.data.inputs import HubDataset, InputSource
-from infoxlm.data.parallel_text import PairBlock
-from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, LineBlock, iter_line_blocks
+from infoxlm.corpus.inputs import HubDataset, InputSource
+from infoxlm.corpus.parallel_text import PairBlock
+from infoxlm.corpus.text_files import DEFAULT_BLOCK_BYTES, LineBlock, iter_line_blocks
 from infoxlm.errors import DataError, InfoXLMError
 
 __all__ = ["input_line_blocks", "load_hub_dataset", "record_line_blocks", "record_pair_blocks", "require_package"]
@@ -102,7 +102,7 @@ def input_line_blocks(
     """The lines of one monolingual input: a text file's lines, or the ``fields["field"]``
     values of its records (``fields["doc_field"]`` ending documents), blank lines included.
 
-    ``fields`` is what :func:`~infoxlm.data.inputs.record_fields` gives for the inputs;
+    ``fields`` is what :func:`~infoxlm.corpus.inputs.record_fields` gives for the inputs;
     ``read_options`` (a byte or line range) apply to text files only.
     """
     if source.has_records:

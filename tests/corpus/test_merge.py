@@ -1,4 +1,4 @@
-"""Tests for infoxlm.data.merge (``infoxlm prepare merge``): shards joined into one corpus.
+"""Tests for infoxlm.corpus.merge (``infoxlm prepare merge``): shards joined into one corpus.
 
 The acceptance: ``inspect --json`` of the merged shards equals that of one prepare of the
 whole input (checksums over token ids and line and document offsets, lines, documents,
@@ -261,7 +261,7 @@ def test_a_file_without_text_split_across_shards_is_refused_by_the_merge(tmp_pat
 
 
 def test_an_interrupted_merge_leaves_nothing(tmp_path, tiny_model_dir, capsys, monkeypatch):
-    from infoxlm.data import merge as merge_module
+    from infoxlm.corpus import merge as merge_module
 
     ru = _write(tmp_path / "ru.txt", _documents(4, 10))
     for i in range(2):

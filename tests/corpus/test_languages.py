@@ -1,11 +1,11 @@
-"""Tests for infoxlm.data.languages: known codes, canonical spelling, English-pivot pairs."""
+"""Tests for infoxlm.corpus.languages: known codes, canonical spelling, English-pivot pairs."""
 
 from __future__ import annotations
 
 
 import pytest
 
-from infoxlm.data.languages import (
+from infoxlm.corpus.languages import (
     ISO_639_1,
     ISO_639_3,
     canonical_language,

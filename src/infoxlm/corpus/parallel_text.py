@@ -1,7 +1,7 @@
 """Reading translation pairs: two line-aligned files, or one two-column TSV file.
 
 Both readers yield :class:`PairBlock` s -- runs of pairs with ``src[i]`` translating
-``tgt[i]`` -- built on :func:`~infoxlm.data.text_files.iter_line_blocks`, so they stream
+``tgt[i]`` -- built on :func:`~infoxlm.corpus.text_files.iter_line_blocks`, so they stream
 compressed files and report bad input by file and line. A side is ``None`` when its line
 is not valid UTF-8 and the reader was asked to skip such lines.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, count_all_lines, iter_line_blocks
+from infoxlm.corpus.text_files import DEFAULT_BLOCK_BYTES, count_all_lines, iter_line_blocks
 from infoxlm.errors import DataError
 
 __all__ = ["PairBlock", "read_aligned_pairs", "read_tsv_pairs"]

@@ -1,4 +1,4 @@
-"""Tests for infoxlm.data.unknown_tokens through ``prepare`` and ``prepare inspect``: text the
+"""Tests for infoxlm.corpus.unknown_tokens through ``prepare`` and ``prepare inspect``: text the
 tokenizer does not cover is reported as a ``<unk>`` rate, with a warning above 1 %."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from infoxlm.cli import main as infoxlm_main
 from infoxlm.data.store import TokenStore
-from infoxlm.data.unknown_tokens import count_unk, format_unk_rates, unk_rates, unk_warnings
+from infoxlm.corpus.unknown_tokens import count_unk, format_unk_rates, unk_rates, unk_warnings
 from infoxlm.tokenizer_training import train_tokenizer
 
 EN = ["The cat sleeps on the warm sofa.", "Open the file and save it.", "We walked to the old bridge."]

@@ -29,9 +29,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
-from infoxlm.data.languages import canonical_language
-from infoxlm.data.parallel_text import PairBlock
-from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, open_counted, read_error, read_errors
+from infoxlm.corpus.languages import canonical_language
+from infoxlm.corpus.parallel_text import PairBlock
+from infoxlm.corpus.text_files import DEFAULT_BLOCK_BYTES, open_counted, read_error, read_errors
 from infoxlm.errors import DataError
 
 __all__ = ["read_tmx_pairs"]

@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from infoxlm.data.created_paths import CreatedPaths, naming
+from infoxlm.created_paths import CreatedPaths, naming
 
 
 def test_a_failure_removes_what_was_created_and_a_failed_write_names_the_place(tmp_path):

@@ -1,4 +1,4 @@
-"""Tests for infoxlm.data.text_files: plain and compressed files, blocks, line numbers, bad bytes."""
+"""Tests for infoxlm.corpus.text_files: plain and compressed files, blocks, line numbers, bad bytes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import lzma
 import pytest
 import zstandard
 
-import infoxlm.data.text_files
-from infoxlm.data.text_files import (
+import infoxlm.corpus.text_files
+from infoxlm.corpus.text_files import (
     COMPRESSION_SUFFIXES,
     count_all_lines,
     count_text_lines,
@@ -127,4 +127,4 @@ def test_counting_helpers(tmp_path):
 
 
 def test_docstring_example():
-    assert doctest.testmod(infoxlm.data.text_files).failed == 0
+    assert doctest.testmod(infoxlm.corpus.text_files).failed == 0

@@ -1,4 +1,4 @@
-"""Tests for infoxlm.data.tmx: translation pairs from TMX files, alone and through ``prepare``."""
+"""Tests for infoxlm.corpus.tmx: translation pairs from TMX files, alone and through ``prepare``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from infoxlm.cli import main as infoxlm_main
-from infoxlm.data.prepare import prepare_parallel
-from infoxlm.data.tmx import primary_language, read_tmx_pairs
+from infoxlm.corpus.prepare import prepare_parallel
+from infoxlm.corpus.tmx import primary_language, read_tmx_pairs
 from infoxlm.errors import DataError
 
 EN = ["The cat sleeps on the warm sofa.", "Open the file and save it.", "We walked to the old bridge."]

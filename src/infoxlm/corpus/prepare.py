@@ -7,12 +7,12 @@ Two entry points, one per kind of corpus (the command line calls them):
 * :func:`prepare_parallel` -- two line-aligned files (or one two-column TSV file) of an
   English-xx pair become ``STORE/parallel/<src>-<tgt>``.
 
-Records (JSON Lines, Parquet, datasets; :mod:`~infoxlm.data.record_files`) and TMX files
-(:mod:`~infoxlm.data.tmx`) are read into the same line and pair blocks as text files, so the
+Records (JSON Lines, Parquet, datasets; :mod:`~infoxlm.corpus.record_files`) and TMX files
+(:mod:`~infoxlm.corpus.tmx`) are read into the same line and pair blocks as text files, so the
 same text gives the same corpus whatever its format.
 
-The pipeline streams: blocks of ~2 MiB of text are read (:mod:`~infoxlm.data.text_files`),
-cleaned (:mod:`~infoxlm.data.cleaning`), tokenized in one ``encode_batch`` call (which the
+The pipeline streams: blocks of ~2 MiB of text are read (:mod:`~infoxlm.corpus.text_files`),
+cleaned (:mod:`~infoxlm.corpus.cleaning`), tokenized in one ``encode_batch`` call (which the
 ``tokenizers`` library spreads over all cores) and appended to the corpus files, so memory
 does not grow with the input. A line longer than ``LONG_LINE_CHARS_PER_TOKEN`` characters per
 allowed token (8,192 characters at the default 512) is cut at spaces into pieces of at most
@@ -22,7 +22,7 @@ same text as many lines; shorter lines are tokenized whole.
 A corpus is written by :class:`~infoxlm.data.store.CorpusWriter` into a ``.partial-*``
 directory that becomes the corpus only when complete. Everything a call creates on disk (the
 store, its parents, ``store.json``, the ``tokenizer/`` copy, the partial corpus) is recorded
-in one :class:`~infoxlm.data.created_paths.CreatedPaths`, which takes it all back if the call
+in one :class:`~infoxlm.created_paths.CreatedPaths`, which takes it all back if the call
 fails for any reason (bad input found half-way, a full disk, no permission, Ctrl-C); a store
 that other corpora have joined meanwhile is kept.
 
@@ -30,9 +30,9 @@ Re-running is cheap: meta.json records a fingerprint of the inputs (resolved pat
 modification times), the options and the tokenizer; when it matches, nothing is done.
 
 With ``shard=(i, n)`` a call prepares only the i-th of n parts of the input (planned by
-:mod:`~infoxlm.data.shards`) into a store of its own; meta.json's ``shard`` records which
+:mod:`~infoxlm.corpus.shards`) into a store of its own; meta.json's ``shard`` records which
 part, the whole input's fingerprint, and whether the part's first line begins a document of
-the whole input and its last document ends there, so that :mod:`~infoxlm.data.merge` can join
+the whole input and its last document ends there, so that :mod:`~infoxlm.corpus.merge` can join
 the parts into exactly the corpus one call over the whole input writes. ``dedup`` is refused
 with a shard (a shard cannot see the lines of the others).
 
@@ -63,14 +63,14 @@ import numpy as np
 from tqdm import tqdm
 
 from infoxlm.version import __version__
-from infoxlm.data.cleaning import CleaningCounts, clean_lines
+from infoxlm.corpus.cleaning import CleaningCounts, clean_lines
 from infoxlm.data.corpus_lock import corpus_lock, remove_stale_partials
-from infoxlm.data.created_paths import CreatedPaths
-from infoxlm.data.inputs import InputSource, input_source, record_fields
-from infoxlm.data.languages import canonical_language, language_name, parse_language_pair
-from infoxlm.data.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
+from infoxlm.created_paths import CreatedPaths
+from infoxlm.corpus.inputs import InputSource, input_source, record_fields
+from infoxlm.corpus.languages import canonical_language, language_name, parse_language_pair
+from infoxlm.corpus.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
 from infoxlm.data.prefetch import prefetch
-from infoxlm.data.shards import FilePart, ShardPlan, plan_aligned_shard, plan_shard
+from infoxlm.corpus.shards import FilePart, ShardPlan, plan_aligned_shard, plan_shard
 from infoxlm.data.store import (
     OFFSET_DTYPE,
     TOKEN_DTYPE,
@@ -82,10 +82,10 @@ from infoxlm.data.store import (
     mono_stream,
     read_json,
 )
-from infoxlm.data.record_files import input_line_blocks, record_pair_blocks
-from infoxlm.data.text_files import DEFAULT_BLOCK_BYTES, LineBlock
-from infoxlm.data.tmx import read_tmx_pairs
-from infoxlm.data.unknown_tokens import count_unk, format_unk_rates, unk_rates, unk_warnings
+from infoxlm.corpus.record_files import input_line_blocks, record_pair_blocks
+from infoxlm.corpus.text_files import DEFAULT_BLOCK_BYTES, LineBlock
+from infoxlm.corpus.tmx import read_tmx_pairs
+from infoxlm.corpus.unknown_tokens import count_unk, format_unk_rates, unk_rates, unk_warnings
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer
 
@@ -138,7 +138,7 @@ class PrepareResult:
 
     def warnings(self) -> list[str]:
         """One line for each language of the corpus whose ``<unk>`` rate is above 1 %: text the
-        tokenizer does not cover (:mod:`~infoxlm.data.unknown_tokens`)."""
+        tokenizer does not cover (:mod:`~infoxlm.corpus.unknown_tokens`)."""
         return unk_warnings(self.name, unk_rates(self.meta))
 
 
@@ -168,9 +168,9 @@ def prepare_monolingual(
     Each text file holds one sentence or paragraph per line; a blank line (after cleaning)
     ends a document, and so does the end of a file. An input may also hold records (JSON
     Lines, Parquet, a ``save_to_disk`` directory, ``hf:NAME[:CONFIG][:SPLIT]``; see
-    :mod:`~infoxlm.data.inputs`): the value of each record's ``field`` (default ``text``) is
+    :mod:`~infoxlm.corpus.inputs`): the value of each record's ``field`` (default ``text``) is
     read as lines of text, and with ``doc_field`` a change of that field's value ends a
-    document too (:mod:`~infoxlm.data.record_files`). Lines with more than ``max_line_tokens``
+    document too (:mod:`~infoxlm.corpus.record_files`). Lines with more than ``max_line_tokens``
     tokens are split into consecutive lines of at most that many, in the same document (a
     line of more than ``LONG_LINE_CHARS_PER_TOKEN * max_line_tokens`` characters is first
     cut at spaces into pieces of at most that many characters, tokenized one by one).
@@ -220,7 +220,7 @@ def prepare_parallel(
     """Tokenize translation pairs into ``output/parallel/<src>-<tgt>``.
 
     Give one of: ``src`` and ``tgt`` (line i of one translates line i of the other), ``tsv``
-    (``source<TAB>target`` per line), ``tmx`` (a TMX file, :mod:`~infoxlm.data.tmx`), or
+    (``source<TAB>target`` per line), ``tmx`` (a TMX file, :mod:`~infoxlm.corpus.tmx`), or
     ``input``: records (JSON Lines, Parquet, a ``save_to_disk`` directory, ``hf:…``) whose
     ``src_field`` and ``tgt_field`` (default: the pair's language codes) hold the two sides,
     or a TMX file. A pair is skipped (and counted) when either

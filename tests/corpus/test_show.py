@@ -1,4 +1,4 @@
-"""Tests for infoxlm.data.show: a step's examples decoded, masks and specials visible."""
+"""Tests for infoxlm.corpus.show: a step's examples decoded, masks and specials visible."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from conftest import TINY_TEXT
 
 from infoxlm.data.pipeline import DataPipeline, PipelineConfig
-from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
-from infoxlm.data.show import render_sequence, render_step
+from infoxlm.corpus.prepare import prepare_monolingual, prepare_parallel
+from infoxlm.corpus.show import render_sequence, render_step
 from infoxlm.data.store import TokenStore
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer

@@ -11,7 +11,7 @@ both sides, for a pair). For each language it also counts the MMLM blocks traini
 (:func:`~infoxlm.data.examples.pack_whole_lines`, for a ``block_size``) and the short ones, under
 half a block: a block is drawn as often as any other, so a corpus with many is trained on many
 near-empty examples. Each corpus's ``<unk>`` rate comes from its meta.json
-(:mod:`~infoxlm.data.unknown_tokens`; None for a corpus prepared before it was counted), and
+(:mod:`~infoxlm.corpus.unknown_tokens`; None for a corpus prepared before it was counted), and
 ``warnings`` holds a line for each language above 1 %. The report is
 produced only for a complete store: a missing ``store.json``, no corpus at all, no
 ``tokenizer/`` copy, a ``.partial-*`` leftover of an interrupted prepare or a damaged corpus
@@ -29,7 +29,7 @@ import numpy as np
 from infoxlm.data.examples import pack_whole_lines
 from infoxlm.data.sampling import SAMPLING_UNITS, check_alpha, language_probabilities
 from infoxlm.data.store import TOKENIZER_DIR, MonoCorpus, ParallelCorpus, StoreError, TokenStore
-from infoxlm.data.unknown_tokens import format_unk_rates, unk_rates, unk_warnings
+from infoxlm.corpus.unknown_tokens import format_unk_rates, unk_rates, unk_warnings
 from infoxlm.errors import DataError
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_BLOCK_SIZE", "block_counts", "corpus_checksum", "format_report", "store_report"]

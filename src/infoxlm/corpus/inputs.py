@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infoxlm.data.text_files import COMPRESSION_SUFFIXES
+from infoxlm.corpus.text_files import COMPRESSION_SUFFIXES
 from infoxlm.errors import DataError
 
 __all__ = ["InputSource", "HubDataset", "input_source", "record_fields", "RECORD_KINDS"]

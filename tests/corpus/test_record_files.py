@@ -1,4 +1,4 @@
-"""Tests for infoxlm.data.record_files and infoxlm.data.inputs: JSON Lines, Parquet, saved and
+"""Tests for infoxlm.corpus.record_files and infoxlm.corpus.inputs: JSON Lines, Parquet, saved and
 Hub datasets through ``infoxlm prepare``, which must give the store the same text gives."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from infoxlm.cli import main as infoxlm_main
-from infoxlm.data.inputs import HubDataset, input_source
-from infoxlm.data.prepare import prepare_monolingual, prepare_parallel
-from infoxlm.data.record_files import record_line_blocks
+from infoxlm.corpus.inputs import HubDataset, input_source
+from infoxlm.corpus.prepare import prepare_monolingual, prepare_parallel
+from infoxlm.corpus.record_files import record_line_blocks
 from infoxlm.errors import DataError
 
 pa = pytest.importorskip("pyarrow")
@@ -99,7 +99,7 @@ def test_the_same_lines_in_every_format_give_the_same_store(tmp_path, tiny_model
 
 
 def test_small_batches_and_blocks_give_the_same_store(tmp_path, tiny_model_dir, monkeypatch):
-    from infoxlm.data import record_files
+    from infoxlm.corpus import record_files
 
     paths = mono_inputs(tmp_path)
     plain = prepare_monolingual("de", [paths["de.txt"]], tiny_model_dir, tmp_path / "a", show_progress=False)
