@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from infoxlm.data.pipeline import DataPipeline, PipelineConfig
-from infoxlm.data.store import OFFSET_DTYPE, STORE_FORMAT, STORE_VERSION, TOKEN_DTYPE, CorpusWriter, TokenStore, write_json_atomic
+from infoxlm.corpus.store_writer import CorpusWriter, write_json_atomic
+from infoxlm.data.store import OFFSET_DTYPE, STORE_FORMAT, STORE_VERSION, TOKEN_DTYPE, TokenStore
 
 VOCAB = 250_002
 

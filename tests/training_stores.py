@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from infoxlm.data.store import OFFSET_DTYPE, STORE_FORMAT, STORE_VERSION, TOKEN_DTYPE, CorpusWriter, mono_stream, write_json_atomic
+from infoxlm.corpus.store_writer import CorpusWriter, mono_stream, write_json_atomic
+from infoxlm.data.store import OFFSET_DTYPE, STORE_FORMAT, STORE_VERSION, TOKEN_DTYPE
 
 VOCAB = 1000
 

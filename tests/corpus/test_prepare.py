@@ -28,8 +28,9 @@ from infoxlm.corpus import prepare as prepare_module
 from infoxlm.corpus.cleaning import clean_text
 from infoxlm.corpus.prepare import prepare_monolingual, prepare_parallel
 from infoxlm.data.sampling import language_probabilities
-from infoxlm.data.corpus_lock import corpus_lock
-from infoxlm.data.store import PARTIAL_PREFIX, CorpusWriter, StoreError, TokenStore, partial_corpus_dirs
+from infoxlm.corpus.store_writer import CorpusWriter, create_or_open_store
+from infoxlm.data.corpus_lock import PARTIAL_PREFIX, corpus_lock, partial_corpus_dirs
+from infoxlm.data.store import StoreError, TokenStore
 from infoxlm.corpus.store_report import store_report
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer
@@ -362,7 +363,7 @@ def test_inspect_exit_codes(small_store, tmp_path, capsys):
     code, err = inspect(tmp_path / "nowhere")
     assert code == 1 and "not a token store (no store.json)" in err
     empty = tmp_path / "empty"
-    TokenStore.create_or_open(empty, TokenStore.open(small_store).info["tokenizer"])
+    create_or_open_store(empty, TokenStore.open(small_store).info["tokenizer"])
     code, err = inspect(empty)
     assert code == 1 and "holds no corpus yet" in err
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from infoxlm.data.corpus_lock import PARTIAL_PREFIX, corpus_lock, partial_corpus_dirs, remove_stale_partials
+from infoxlm.corpus.store_writer import create_or_open_store
 from infoxlm.data.store import StoreError, TokenStore
 from test_store import IDENTITY, write_mono
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="corpus locks ne
 @pytest.fixture
 def store_root(tmp_path):
     root = tmp_path / "store"
-    TokenStore.create_or_open(root, IDENTITY)
+    create_or_open_store(root, IDENTITY)
     return root
 
 

@@ -26,7 +26,8 @@ import zstandard
 
 from infoxlm.cli import main as infoxlm_main
 from infoxlm.corpus import prepare as prepare_module
-from infoxlm.data import store as store_module
+from infoxlm.corpus import store_writer as store_writer_module
+from infoxlm.data.corpus_lock import PARTIAL_PREFIX
 from infoxlm.corpus.prepare import cut_long_line, prepare_monolingual, prepare_parallel
 from infoxlm.data.store import TokenStore
 from infoxlm.corpus.store_report import store_report
@@ -229,7 +230,7 @@ class _FullDisk:
 def test_enospc_anywhere_leaves_nothing_and_names_the_path(tmp_path, tiny_model_dir, capsys, monkeypatch, writes):
     """The tmpfs test on any machine: ENOSPC injected into the file writes under the store."""
     full = _FullDisk(tmp_path / "out", writes)
-    monkeypatch.setattr(store_module, "open", full.open, raising=False)
+    monkeypatch.setattr(store_writer_module, "open", full.open, raising=False)
     monkeypatch.setattr("builtins.open", full.open)
     monkeypatch.setattr("io.open", full.open)
     text = tmp_path / "de.txt"
@@ -455,7 +456,7 @@ def test_a_live_prepare_on_another_host_is_not_deleted_and_a_merge_waits_for_it(
     de.write_bytes(corpus_text(20))
     store = tmp_path / "store"
     prepare_monolingual("de", [de], tiny_model_dir, store, show_progress=False)
-    live = store / "mono" / f"{store_module.PARTIAL_PREFIX}fr-999999997"
+    live = store / "mono" / f"{PARTIAL_PREFIX}fr-999999997"
     live.mkdir()
     (live / "tokens.u32").write_bytes(b"\0" * 8)
     writer = subprocess.Popen([sys.executable, "-c", HOLD_CORPUS_LOCK, str(store), "mono", "fr"],

@@ -18,7 +18,7 @@ repeated shard, shards of different inputs or shard counts, a corpus that is in 
 without being shards of one prepare, a corpus the output store already holds.
 
 Token ids and offsets are copied in chunks of memory-mapped arrays, offsets shifted by what
-precedes them. Each corpus is written by :class:`~infoxlm.data.store.CorpusWriter` (renamed
+precedes them. Each corpus is written by :class:`~infoxlm.corpus.store_writer.CorpusWriter` (renamed
 into place only when complete); everything the merge creates is taken back if it fails.
 
 Example::
@@ -44,17 +44,8 @@ from tqdm import tqdm
 from infoxlm.data.corpus_lock import corpus_lock, remove_stale_partials
 from infoxlm.created_paths import CreatedPaths
 from infoxlm.corpus.prepare import PrepareResult
-from infoxlm.data.store import (
-    OFFSET_DTYPE,
-    TOKEN_DTYPE,
-    TOKENIZER_DIR,
-    CorpusWriter,
-    MonoCorpus,
-    ParallelCorpus,
-    StoreError,
-    TokenStore,
-    check_store_output,
-)
+from infoxlm.corpus.store_writer import CorpusWriter, check_store_output, ensure_store
+from infoxlm.data.store import OFFSET_DTYPE, TOKEN_DTYPE, TOKENIZER_DIR, MonoCorpus, ParallelCorpus, StoreError, TokenStore
 from infoxlm.errors import DataError
 from infoxlm.special_tokens import EOS_ID
 
@@ -105,7 +96,7 @@ def merge_stores(output: PathLike, stores: Sequence[PathLike], *, show_progress:
     tokenizer_copy = roots[0] / TOKENIZER_DIR
     results = []
     with CreatedPaths(output) as created:
-        TokenStore.ensure(output, opened[0].info["tokenizer"], lambda d: shutil.copytree(tokenizer_copy, d), created)
+        ensure_store(output, opened[0].info["tokenizer"], lambda d: shutil.copytree(tokenizer_copy, d), created)
         with tqdm(
             total=total_bytes,
             unit="B",

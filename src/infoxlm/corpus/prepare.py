@@ -19,7 +19,7 @@ allowed token (8,192 characters at the default 512) is cut at spaces into pieces
 that many characters before it is tokenized, so one huge line costs no more memory than the
 same text as many lines; shorter lines are tokenized whole.
 
-A corpus is written by :class:`~infoxlm.data.store.CorpusWriter` into a ``.partial-*``
+A corpus is written by :class:`~infoxlm.corpus.store_writer.CorpusWriter` into a ``.partial-*``
 directory that becomes the corpus only when complete. Everything a call creates on disk (the
 store, its parents, ``store.json``, the ``tokenizer/`` copy, the partial corpus) is recorded
 in one :class:`~infoxlm.created_paths.CreatedPaths`, which takes it all back if the call
@@ -71,17 +71,8 @@ from infoxlm.corpus.languages import canonical_language, language_name, parse_la
 from infoxlm.corpus.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
 from infoxlm.data.prefetch import prefetch
 from infoxlm.corpus.shards import FilePart, ShardPlan, plan_aligned_shard, plan_shard
-from infoxlm.data.store import (
-    OFFSET_DTYPE,
-    TOKEN_DTYPE,
-    CorpusWriter,
-    MonoCorpus,
-    ParallelCorpus,
-    StoreError,
-    TokenStore,
-    mono_stream,
-    read_json,
-)
+from infoxlm.corpus.store_writer import CorpusWriter, ensure_store, mono_stream
+from infoxlm.data.store import OFFSET_DTYPE, TOKEN_DTYPE, MonoCorpus, ParallelCorpus, StoreError, TokenStore, read_store_json
 from infoxlm.corpus.record_files import input_line_blocks, record_pair_blocks
 from infoxlm.corpus.text_files import DEFAULT_BLOCK_BYTES, LineBlock
 from infoxlm.corpus.tmx import read_tmx_pairs
@@ -446,7 +437,7 @@ class _Job:
         if not meta_path.is_file():
             return None
         try:
-            if read_json(meta_path).get("input_fingerprint") != fingerprint:
+            if read_store_json(meta_path).get("input_fingerprint") != fingerprint:
                 return None
             corpus = (MonoCorpus if self.kind == "mono" else ParallelCorpus).open(self.corpus_path)
             corpus.verify()
@@ -457,7 +448,7 @@ class _Job:
     def check_no_other_shard(self) -> None:
         """A shard must not replace another shard of the same input (each goes to its own store)."""
         try:
-            theirs = read_json(self.corpus_path / "meta.json").get("shard")
+            theirs = read_store_json(self.corpus_path / "meta.json").get("shard")
         except StoreError:
             return
         if self.plan is None or not isinstance(theirs, dict):
@@ -476,7 +467,7 @@ class _Job:
         fingerprint = self.corpus_fingerprint()
         # Everything made below is taken back if anything fails before the corpus is in place.
         with CreatedPaths(self.root) as created:
-            TokenStore.ensure(self.root, self.tokenizer.identity(), self.tokenizer.save_pretrained, created)
+            ensure_store(self.root, self.tokenizer.identity(), self.tokenizer.save_pretrained, created)
             with corpus_lock(self.root, self.kind, self.name):
                 remove_stale_partials(self.root, holding=(self.kind, self.name))
                 self.check_no_other_shard()

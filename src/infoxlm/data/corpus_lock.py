@@ -1,7 +1,7 @@
 """Who is writing a corpus of a token store: its lock, and the ``.partial-*`` directories it guards.
 
 A corpus is written into ``STORE/KIND/.partial-NAME-PID`` and renamed into place when complete
-(:class:`~infoxlm.data.store.CorpusWriter`); a corpus it replaces is moved aside as
+(:class:`~infoxlm.corpus.store_writer.CorpusWriter`); a corpus it replaces is moved aside as
 ``.partial-old-NAME-PID`` for that moment. The writer holds the corpus's lock,
 ``STORE/.locks/KIND-NAME`` (:func:`corpus_lock`, an OS lock that names its holder's process
 and host, :mod:`infoxlm.file_lock`), for as long as it writes. So:

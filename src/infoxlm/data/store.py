@@ -1,4 +1,4 @@
-"""The token store: tokenized corpora on disk, memory-mapped for training.
+"""The token store: tokenized corpora on disk, memory-mapped for training (the reader).
 
 One store holds any number of monolingual corpora (one per language) and parallel corpora
 (one per language pair), all tokenized with the same tokenizer::
@@ -25,12 +25,12 @@ The monolingual stream is laid out as XLM-R's fairseq data is (every sentence en
 sentence boundaries it was trained with. Format version 1 stored lines without ``</s>``; such
 a store is refused with the command that rebuilds it.
 
-A corpus is written into a hidden temporary directory and renamed into place only once it is
-complete (``meta.json`` included), so an interrupted prepare never leaves a corpus that looks
-whole; a process killed outright leaves a ``.partial-*`` directory that
-``TokenStore.partial_corpora()`` lists and the next prepare removes (one whose corpus lock is
-held belongs to a live writer, maybe on another host, and is left alone:
-:mod:`~infoxlm.data.corpus_lock`). A new store gets its
+Stores are written by :mod:`infoxlm.corpus.store_writer`: a corpus goes into a hidden
+temporary directory and is renamed into place only once it is complete (``meta.json``
+included), so an interrupted prepare never leaves a corpus that looks whole; a process killed
+outright leaves a ``.partial-*`` directory that ``TokenStore.partial_corpora()`` lists and the
+next prepare removes (one whose corpus lock is held belongs to a live writer, maybe on another
+host, and is left alone: :mod:`~infoxlm.data.corpus_lock`). A new store gets its
 ``tokenizer/`` copy before ``store.json``, so a directory with ``store.json`` always has it
 (a store from an older version that lacks it is completed by the next prepare, and
 ``infoxlm prepare inspect`` calls it incomplete until then). Token ids are little-endian
@@ -39,21 +39,17 @@ uint32; offsets little-endian int64.
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from ..errors import InfoXLMError
-from ..outputs import TOKEN_STORE_FORMAT, check_output_dir
+from ..outputs import TOKEN_STORE_FORMAT
 from ..special_tokens import EOS_ID
-from .corpus_lock import LOCKS_DIR, PARTIAL_PREFIX, partial_corpus_dirs, partial_writer, remove_stale_partials
-from ..created_paths import CreatedPaths, naming
+from .corpus_lock import partial_corpus_dirs, partial_writer
 
 STORE_FORMAT = TOKEN_STORE_FORMAT
 STORE_VERSION = 2  # 2: monolingual lines end with </s> (1: bare lines)
@@ -70,24 +66,14 @@ class StoreError(InfoXLMError):
     """A token store that is missing, incomplete or written with another tokenizer."""
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_store_json(path: Path) -> dict[str, Any]:
+    """A store's ``store.json`` or a corpus's ``meta.json``; missing or not JSON is a StoreError."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise StoreError(f"{path}: missing") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise StoreError(f"{path}: not valid JSON ({err})") from None
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with naming(tmp):
-            tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _memmap(path: Path, dtype: np.dtype) -> np.ndarray:
@@ -148,28 +134,6 @@ def _check_count(meta: dict[str, Any], key: str, actual: int, path: Path) -> Non
         )
 
 
-def mono_stream(lines: list[list[int]], ends_document: list[bool]) -> tuple[np.ndarray, np.ndarray]:
-    """A monolingual corpus's stream layout: (stream, line ends).
-
-    Each line's ids followed by ``</s>``, and by one more where ``ends_document``; line ends
-    (k,) int64 are offsets into the stream, one past each line's last ``</s>``.
-
-    >>> stream, ends = mono_stream([[7, 8], [9]], [False, True])
-    >>> stream.tolist(), ends.tolist()
-    ([7, 8, 2, 9, 2, 2], [3, 6])
-    """
-    lengths = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))  # (k,) ids per line
-    units = lengths + 1 + np.asarray(ends_document, dtype=np.int64)  # (k,) with the separators
-    line_ends = np.cumsum(units)  # (k,)
-    stream = np.full(int(line_ends[-1]) if len(lines) else 0, EOS_ID, dtype=TOKEN_DTYPE)
-    # Where each id goes: its line's start in the stream, plus its place in the line.
-    total = int(lengths.sum())
-    place = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    ids = np.fromiter(itertools.chain.from_iterable(lines), dtype=TOKEN_DTYPE, count=total)
-    stream[np.repeat(line_ends - units, lengths) + place] = ids
-    return stream, line_ends
-
-
 class TokenSequences:
     """Variable-length token sequences over one memory-mapped token file and its offsets."""
 
@@ -213,7 +177,7 @@ class MonoCorpus:
 
     @classmethod
     def open(cls, path: Path) -> "MonoCorpus":
-        meta = read_json(path / "meta.json")
+        meta = read_store_json(path / "meta.json")
         return cls(
             language=path.name,
             path=path,
@@ -278,7 +242,7 @@ class ParallelCorpus:
 
     @classmethod
     def open(cls, path: Path) -> "ParallelCorpus":
-        meta = read_json(path / "meta.json")
+        meta = read_store_json(path / "meta.json")
         corpus = cls(
             pair=path.name,
             path=path,
@@ -342,7 +306,7 @@ class TokenStore:
         root = Path(root)
         if not (root / "store.json").is_file():
             raise StoreError(f"{root}: not a token store (no store.json); create one with `infoxlm prepare`")
-        info = read_json(root / "store.json")
+        info = read_store_json(root / "store.json")
         if info.get("format") == STORE_FORMAT and info.get("version") == 1:
             raise StoreError(
                 f"{root}: a token store of format version 1 (monolingual lines without </s>); this infoxlm "
@@ -361,60 +325,6 @@ class TokenStore:
         root = Path(root)
         return cls(root, cls.read_info(root))
 
-    @classmethod
-    def ensure(
-        cls,
-        root: str | Path,
-        tokenizer_identity: dict[str, Any],
-        write_tokenizer: Callable[[Path], Any] | None = None,
-        created: CreatedPaths | None = None,
-    ) -> bool:
-        """Make ``root`` a store for this tokenizer without opening its corpora.
-
-        ``write_tokenizer(directory)`` saves the tokenizer; given, the store gets its
-        ``tokenizer/`` copy before ``store.json`` (a store missing it gets it now). What is
-        created is recorded in ``created`` so that a failing command can take it back.
-
-        Returns True if the store was created now. Raises StoreError if it exists and was
-        written with a different tokenizer. Unlike :meth:`create_or_open` a damaged corpus
-        in the store does not get in the way (prepare replaces it).
-        """
-        root = Path(root)
-        created = created if created is not None else CreatedPaths(root)  # kept by no one: nothing undone
-        check_store_output(root)
-        if (root / "store.json").is_file():
-            theirs = cls.read_info(root).get("tokenizer", {}).get("fingerprint")
-            if theirs != tokenizer_identity["fingerprint"]:
-                raise StoreError(
-                    f"{root}: written with tokenizer {theirs[:12] if theirs else None}…, but this tokenizer is "
-                    f"{tokenizer_identity['fingerprint'][:12]}…; use the store's tokenizer or a new --output"
-                )
-            if write_tokenizer is not None:  # a store of an older version may lack it: complete it
-                with CreatedPaths(root) as files:
-                    _install_tokenizer(root, write_tokenizer, files)
-            return False
-        created.mkdir(root)
-        with CreatedPaths(root) as files:  # undone at once if the store cannot be completed
-            if write_tokenizer is not None:
-                _install_tokenizer(root, write_tokenizer, files)
-            files.tree(root / "store.json")
-            write_json_atomic(
-                root / "store.json",
-                {"format": STORE_FORMAT, "version": STORE_VERSION, "tokenizer": tokenizer_identity},
-            )
-        # Later, other processes may add corpora to this store: take it back only while unused.
-        created.on_failure(lambda: remove_store_if_unused(root))
-        return True
-
-    @classmethod
-    def create_or_open(cls, root: str | Path, tokenizer_identity: dict[str, Any]) -> "TokenStore":
-        """Open the store at ``root``, creating it for this tokenizer if it does not exist yet.
-
-        Raises StoreError if the store was written with a different tokenizer.
-        """
-        cls.ensure(root, tokenizer_identity)
-        return cls.open(root)
-
     def _corpus_dirs(self, kind: str) -> Iterator[Path]:
         folder = self.root / kind
         if folder.is_dir():
@@ -423,10 +333,6 @@ class TokenStore:
     def partial_corpora(self) -> list[Path]:
         """Directories left by an interrupted or failed prepare."""
         return partial_corpus_dirs(self.root)
-
-    def remove_stale_partials(self) -> list[Path]:
-        """Delete what interrupted prepares left behind (see :func:`remove_stale_partials`)."""
-        return remove_stale_partials(self.root)
 
     def verify(self, check_token_ids: bool = False) -> None:
         """Raise StoreError on leftovers of an interrupted prepare or on a damaged corpus.
@@ -464,126 +370,3 @@ class TokenStore:
         raise ValueError(f"sampling unit must be instances or tokens, got {unit!r}")
 
 
-def check_store_output(root: str | Path) -> Path:
-    """Refuse, before any work, a store path that a command must not write a store into: a
-    file or a path under one, a path inside another token store or a run directory (it would
-    break that store or run), a non-empty directory that is not a store (its files would end
-    up beside the store's). A new or empty directory, or a store, is fine; returns ``root``."""
-    return check_output_dir(root, written_by_us=_written_as_a_store, flag=None)
-
-
-def _written_as_a_store(root: Path) -> bool:
-    """A store, or what a store's creation left before its store.json (tokenizer/, …)."""
-    entries = {"store.json", TOKENIZER_DIR, "mono", "parallel", LOCKS_DIR}
-    return (root / "store.json").is_file() or all(
-        p.name in entries or p.name.startswith(f".{TOKENIZER_DIR}-") for p in root.iterdir()
-    )
-
-
-def _install_tokenizer(root: Path, write_tokenizer: Callable[[Path], Any], created: CreatedPaths) -> None:
-    """Write ``root/tokenizer`` unless it is there: into a temporary directory, then renamed."""
-    target = root / TOKENIZER_DIR
-    if target.is_dir():
-        return
-    tmp = root / f".{TOKENIZER_DIR}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    created.tree(tmp)
-    with naming(tmp):
-        write_tokenizer(tmp)
-    try:
-        os.replace(tmp, target)
-    except OSError:
-        if not target.is_dir():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)  # another prepare of this store was faster
-    created.tree(target)
-
-
-def remove_store_if_unused(root: Path) -> None:
-    """Undo the creation of a store that holds no corpus (complete or being written)."""
-    for kind in ("mono", "parallel"):
-        folder = root / kind
-        if folder.is_dir() and any(folder.iterdir()):
-            return  # another corpus (or another process's partial) is there: keep the store
-    for kind in ("mono", "parallel"):
-        if (root / kind).is_dir():
-            (root / kind).rmdir()
-    (root / "store.json").unlink(missing_ok=True)
-    shutil.rmtree(root / TOKENIZER_DIR, ignore_errors=True)
-    shutil.rmtree(root / LOCKS_DIR, ignore_errors=True)
-    try:
-        root.rmdir()
-    except OSError:
-        pass  # the user's own files are in it
-
-
-class CorpusWriter:
-    """Writes one corpus into a temporary directory and renames it into place on ``commit``.
-
-    Use as a context manager: leaving the block with an exception removes the temporary
-    directory, and an existing complete corpus of the same name stays untouched until the
-    new one is complete. The largest id appended to each token file goes into meta.json
-    (``max_token_id``), so that training checks the ids against the vocabulary without
-    reading them.
-    """
-
-    def __init__(self, store_root: Path, kind: str, name: str):
-        self.final = store_root / kind / name
-        self.tmp = store_root / kind / f"{PARTIAL_PREFIX}{name}-{os.getpid()}"
-        if self.tmp.exists():
-            shutil.rmtree(self.tmp)
-        self.tmp.mkdir(parents=True)
-        self._files: dict[str, Any] = {}
-        self._max_ids: dict[str, int] = {}  # per token file: the largest id appended (-1: none yet)
-
-    def append(self, file_name: str, array: np.ndarray, dtype: np.dtype) -> None:
-        """Append values to one of the corpus's binary files (created on first use)."""
-        values = np.ascontiguousarray(array, dtype=dtype)  # as the file will hold them
-        if np.dtype(dtype) == TOKEN_DTYPE:
-            largest = int(values.max()) if values.size else -1
-            self._max_ids[file_name] = max(self._max_ids.get(file_name, -1), largest)
-        with naming(self.tmp / file_name):  # a failed write (ENOSPC) names the file
-            if file_name not in self._files:
-                self._files[file_name] = open(self.tmp / file_name, "wb")
-            self._files[file_name].write(values.tobytes())
-
-    def commit(self, meta: dict[str, Any]) -> Path:
-        """Write meta.json (``meta``, to which the largest id of each token file is added as
-        ``max_token_id``) and put the corpus in place."""
-        meta[MAX_TOKEN_ID] = {name: (m if m >= 0 else None) for name, m in sorted(self._max_ids.items())}
-        for name, f in list(self._files.items()):
-            with naming(self.tmp / name):
-                f.flush()
-                os.fsync(f.fileno())
-                f.close()
-        self._files.clear()
-        write_json_atomic(self.tmp / "meta.json", meta)
-        # Swap in the complete corpus; the old one (if any) is removed only after.
-        old = None
-        if self.final.exists():
-            old = self.final.with_name(f"{PARTIAL_PREFIX}old-{self.final.name}-{os.getpid()}")
-            os.replace(self.final, old)
-        os.replace(self.tmp, self.final)
-        if old is not None:
-            shutil.rmtree(old)
-        return self.final
-
-    def abort(self) -> None:
-        for f in self._files.values():
-            try:
-                f.close()
-            except OSError:  # closing flushes, which fails again on a full disk
-                pass
-        self._files.clear()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        try:  # the mono/ or parallel/ folder too, if this corpus would have been its first
-            self.tmp.parent.rmdir()
-        except OSError:
-            pass
-
-    def __enter__(self) -> "CorpusWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self.abort()
