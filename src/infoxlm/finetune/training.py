@@ -114,6 +114,13 @@ class TrainingResult:
     warmup_steps: int
     best_state: dict[str, torch.Tensor]  # the selected weights, on the CPU
 
+    def loss_summary(self) -> dict[str, Any]:
+        """The training loss as results.json records it: first, last, steps, and every step's
+        value for runs of at most 1000 steps."""
+        losses = self.losses
+        return {"first": losses[0], "last": losses[-1], "steps": len(losses),
+                "per_step": losses if len(losses) <= 1000 else None}
+
 
 def seed_everything(seed: int) -> None:
     """Python, NumPy and torch (all devices) from one seed: head init, dropout, data order."""
@@ -164,41 +171,15 @@ def train(
     optimizer = build_optimizer(
         params, lr=config.lr, betas=config.betas, eps=config.eps, weight_decay=config.weight_decay
     )
-    steps_per_epoch = math.ceil(len(features) / config.batch_size)
-    total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
-    warmup = config.warmup_steps(total_steps)
-    unreached = warmup_unreached(warmup, total_steps)
-    if unreached:
-        log(f"[finetune] {unreached}")
-    scheduler = build_scheduler(optimizer, warmup, total_steps)
-    run_steps = min(total_steps, config.max_steps or total_steps)
+    plan = _StepPlan.of(len(features), config, log)
+    scheduler = build_scheduler(optimizer, plan.warmup_steps, plan.total_steps)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    selection = _Selection(model, evaluate, config, plan.steps_per_epoch, log)
 
     losses: list[float] = []
-    evaluations: list[Evaluation] = []
-    best: Evaluation | None = None
-    best_state: dict[str, torch.Tensor] | None = None
-    best_step = 0
-
-    def run_evaluation(step: int) -> None:
-        nonlocal best, best_state, best_step
-        if evaluate is None or (evaluations and evaluations[-1].step == step):
-            return
-        model.eval()
-        with torch.no_grad():
-            result = evaluate(model)
-        model.train()
-        result.step, result.epoch = step, step / steps_per_epoch
-        evaluations.append(result)
-        log(f"[finetune] step {step} (epoch {result.epoch:.2f}): dev score {result.score:.2f}")
-        if config.selection == "best" and (best is None or result.score > best.score):
-            best, best_step = result, step
-            best_state = _snapshot(model)
-
-    step = 0
-    bar = tqdm(total=run_steps, desc="fine-tuning", unit="step", disable=not progress)
-    epoch = 0
-    while step < run_steps:
+    step, epoch = 0, 0
+    bar = tqdm(total=plan.run_steps, desc="fine-tuning", unit="step", disable=not progress)
+    while step < plan.run_steps:
         order = epoch_order(len(features), config.seed, epoch)
         for start in range(0, len(order), config.batch_size):
             batch = move(collate([features[i] for i in order[start:start + config.batch_size]]), device)
@@ -216,20 +197,81 @@ def train(
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             if config.eval_every and step % config.eval_every == 0:
-                run_evaluation(step)
-            if step >= run_steps:
+                selection.evaluate(step)
+            if step >= plan.run_steps:
                 break
         epoch += 1
-        run_evaluation(step)  # the end of an epoch (or of a run cut short by max_steps)
+        selection.evaluate(step)  # the end of an epoch (or of a run cut short by max_steps)
     bar.close()
 
-    if config.selection == "last" or best_state is None:
-        best_state = _snapshot(model)
-        best_step = step
-        best = evaluations[-1] if evaluations and evaluations[-1].step == step else None
-    else:
-        model.load_state_dict(best_state, strict=False)  # the snapshot leaves out unused parts
-    return TrainingResult(losses, evaluations, best_step, best, total_steps, warmup, best_state)
+    selected_step, selected, state = selection.keep(step)
+    return TrainingResult(
+        losses, selection.evaluations, selected_step, selected, plan.total_steps, plan.warmup_steps, state
+    )
+
+
+@dataclass(frozen=True)
+class _StepPlan:
+    """How many optimizer steps a run has: per epoch, in the schedule, warm-up, and to run."""
+
+    steps_per_epoch: int
+    total_steps: int  # what the learning-rate schedule spans: every epoch
+    warmup_steps: int
+    run_steps: int  # what is run: total_steps, or fewer with max_steps
+
+    @classmethod
+    def of(cls, n_features: int, config: FinetuneConfig, log: Callable[[str], None]) -> _StepPlan:
+        steps_per_epoch = math.ceil(n_features / config.batch_size)
+        total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
+        warmup = config.warmup_steps(total_steps)
+        unreached = warmup_unreached(warmup, total_steps)
+        if unreached:
+            log(f"[finetune] {unreached}")
+        return cls(steps_per_epoch, total_steps, warmup, min(total_steps, config.max_steps or total_steps))
+
+
+class _Selection:
+    """The evaluations of one run and the weights they select: the best-scoring snapshot
+    (``selection="best"``) or the final weights (``"last"``, or when nothing was evaluated)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        evaluate: Callable[[torch.nn.Module], Evaluation] | None,
+        config: FinetuneConfig,
+        steps_per_epoch: int,
+        log: Callable[[str], None],
+    ):
+        self.model, self._evaluate, self.config = model, evaluate, config
+        self.steps_per_epoch, self.log = steps_per_epoch, log
+        self.evaluations: list[Evaluation] = []
+        self.best: Evaluation | None = None
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_step = 0
+
+    def evaluate(self, step: int) -> None:
+        """Evaluate after ``step`` (once per step) and snapshot the weights if they score best."""
+        if self._evaluate is None or (self.evaluations and self.evaluations[-1].step == step):
+            return
+        self.model.eval()
+        with torch.no_grad():
+            result = self._evaluate(self.model)
+        self.model.train()
+        result.step, result.epoch = step, step / self.steps_per_epoch
+        self.evaluations.append(result)
+        self.log(f"[finetune] step {step} (epoch {result.epoch:.2f}): dev score {result.score:.2f}")
+        if self.config.selection == "best" and (self.best is None or result.score > self.best.score):
+            self.best, self.best_step = result, step
+            self.best_state = _snapshot(self.model)
+
+    def keep(self, step: int) -> tuple[int, Evaluation | None, dict[str, torch.Tensor]]:
+        """Leave the selected weights in the model after the last ``step``; (their step, their
+        evaluation, a CPU copy of them)."""
+        if self.config.selection == "last" or self.best_state is None:
+            last = self.evaluations[-1] if self.evaluations and self.evaluations[-1].step == step else None
+            return step, last, _snapshot(self.model)
+        self.model.load_state_dict(self.best_state, strict=False)  # the snapshot leaves out unused parts
+        return self.best_step, self.best, self.best_state
 
 
 def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
