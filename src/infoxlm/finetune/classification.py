@@ -17,7 +17,6 @@ with longest-first truncation to 128 tokens (XTREME's XNLI default).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -40,8 +39,9 @@ from ..eval.xnli_data import (
 from ..tokenizer import Tokenizer
 from . import defaults
 from .heads import SequenceClassifier, save_task_model
-from ..eval.results import average, markdown_table, mean_over_seeds, std_over_seeds, transfer_gap, write_results
-from .training import Evaluation, FinetuneConfig, FinetuneError, copy_config, seed_everything, train
+from ..eval.results import average, markdown_table, transfer_gap
+from .seeds import SeedRuns
+from .training import Evaluation, FinetuneConfig, FinetuneError, seed_everything, train
 
 SETTINGS = defaults.XNLI_SETTINGS
 # Column order of the paper's XNLI table.
@@ -223,8 +223,7 @@ def finetune_xnli_once(
         "test": test,
         "test_average": average(test),
         "transfer_gap": transfer_gap(test),
-        "train_loss": {"first": result.losses[0], "last": result.losses[-1], "steps": len(result.losses),
-                       "per_step": result.losses if len(result.losses) <= 1000 else None},
+        "train_loss": result.loss_summary(),
         "evaluations": [{"step": e.step, "epoch": round(e.epoch, 4), "dev_average": e.score} for e in result.evaluations],
         "model": str(save_to) if save_to is not None else None,
     }
@@ -253,9 +252,7 @@ def run_xnli(
     OUTPUT/results.md and OUTPUT/seed-{s}/model/ (a ``XLMRobertaForSequenceClassification``
     directory); return the results. ``model_name``: the model as results.json names it
     (default: ``model_dir``)."""
-    if seeds < 1:
-        raise FinetuneError(f"--seeds {seeds}: expected >= 1")
-    started = time.perf_counter()
+    runs = SeedRuns("xnli", config, seeds, output, log)
     tokenizer = Tokenizer.from_pretrained(model_dir)  # fails fast on a directory without one
     xnli = load_xnli_data(data, setting, languages, train_data=train_data,
                           max_train_examples=max_train_examples, max_dev_examples=max_dev_examples)
@@ -264,35 +261,20 @@ def run_xnli(
     train_features = encode_pairs(tokenizer, xnli.train, max_length)
     dev_features = {lang: encode_pairs(tokenizer, x, max_length) for lang, x in xnli.dev.items()}
     test_features = {lang: encode_pairs(tokenizer, x, max_length) for lang, x in xnli.test.items()}
-    output = Path(output)
-    output.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for k in range(seeds):
-        seed = config.seed + k
-        log(f"[xnli] seed {seed} ({k + 1}/{seeds})")
-        runs.append(finetune_xnli_once(
-            model_dir, tokenizer, train_features, dev_features, test_features, copy_config(config, seed=seed),
-            device=device, progress=progress, save_to=output / f"seed-{seed}" / "model" if save_models else None, log=log,
-        ))
-    summary_keys = ["test", "test_average", "transfer_gap", "dev_average"]
-    mean = mean_over_seeds([{k: r[k] for k in summary_keys} for r in runs])
-    results = {
-        "task": "xnli",
+    runs.run(lambda seed_config, seed_dir: finetune_xnli_once(
+        model_dir, tokenizer, train_features, dev_features, test_features, seed_config,
+        device=device, progress=progress, save_to=seed_dir / "model" if save_models else None, log=log,
+    ))
+    described = {
         "setting": setting,
         "model": model_name or str(model_dir),
         "data": xnli.sources,
         "languages": list(xnli.test),
         "train_examples": len(xnli.train),
         "max_length": max_length,
-        "config": config.as_dict(),
-        "seeds": [r["seed"] for r in runs],
-        "mean": mean,
-        "std": std_over_seeds([{"test_average": r["test_average"]} for r in runs]),
-        "runs": runs,
-        "seconds": time.perf_counter() - started,
     }
-    write_results(output, results, format_xnli_results(results), log)
-    return results
+    return runs.finish(described, mean_keys=["test", "test_average", "transfer_gap", "dev_average"],
+                       std_keys=["test_average"], markdown=format_xnli_results)
 
 
 def format_xnli_results(results: dict[str, Any]) -> str:

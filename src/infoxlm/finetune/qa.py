@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -37,8 +36,9 @@ from . import defaults
 from .heads import SpanExtractor, save_task_model
 from .qa_decoding import MAX_ANSWER_LENGTH, N_BEST, decode_answers
 from .qa_windows import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH, QAFeature, build_features
-from ..eval.results import average, markdown_table, mean_over_seeds, std_over_seeds, transfer_gap, write_results
-from .training import Evaluation, FinetuneConfig, FinetuneError, copy_config, seed_everything, train
+from ..eval.results import average, markdown_table, transfer_gap
+from .seeds import SeedRuns
+from .training import Evaluation, FinetuneConfig, FinetuneError, seed_everything, train
 
 DEFAULTS = defaults.MLQA
 SELECTIONS = defaults.MLQA_SELECTIONS
@@ -180,8 +180,7 @@ def finetune_mlqa_once(
         "warmup_steps": result.warmup_steps,
         "dev_f1": dev.details["dev_f1"] if dev else None,
         "dev_f1_average": dev.score if dev else None,
-        "train_loss": {"first": result.losses[0], "last": result.losses[-1], "steps": len(result.losses),
-                       "per_step": result.losses if len(result.losses) <= 1000 else None},
+        "train_loss": result.loss_summary(),
         "evaluations": [{"step": e.step, "epoch": round(e.epoch, 4), "dev_f1_average": e.score} for e in result.evaluations],
         "predictions": str(predictions_dir),
         "model": str(output / "model") if save_model else None,
@@ -229,44 +228,19 @@ def run_mlqa(
     must then exist in ``data``). ``score_dev``: also score the kept model on those dev files
     (``dev_f1_average``), which the hyperparameter search selects on. ``model_name``: the model
     as results.json names it (default: ``model_dir``)."""
-    if seeds < 1:
-        raise FinetuneError(f"--seeds {seeds}: expected >= 1")
-    started = time.perf_counter()
+    runs = SeedRuns("mlqa", config, seeds, output, log)
     tokenizer = Tokenizer.from_pretrained(model_dir)
     languages = check_mlqa_languages(languages)
-    pairs = [(c, q) for c in languages for q in (languages if cross_language else [c])]
-    tests = {(c, q): QAData(find_mlqa_file(data, "test", c, q)) for c, q in pairs}
-    devs = {}
-    if config.selection == "best" or score_dev:
-        try:
-            devs = {lang: QAData(find_mlqa_file(data, "dev", lang)) for lang in languages}
-        except MLQADataError as err:  # say why dev files are needed: selection never uses test
-            raise MLQADataError(f"{err}; selecting a model or a setting needs the MLQA dev files, never test") from None
+    tests, devs = _evaluation_files(data, languages, cross_language, need_dev=config.selection == "best" or score_dev)
     train_examples = read_squad(train_file)[:max_train_examples]
     _warn_misplaced_answers(train_file, train_examples)
     window = dict(max_length=max_length, doc_stride=doc_stride, max_query_length=max_query_length)
-    train_features, skipped = build_features(tokenizer, train_examples, train=True, **window)
-    if not train_features:
-        raise FinetuneError(
-            f"{train_file}: none of its {len(train_examples)} training questions has an answer at its "
-            "answer_start; expected SQuAD v1.1 training data"
-        )
-    log(f"[mlqa] {len(train_examples)} training questions → {len(train_features)} windows"
-        + (f" ({skipped} skipped: answer not found at answer_start)" if skipped else ""))
-    output = Path(output)
-    output.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for k in range(seeds):
-        seed = config.seed + k
-        log(f"[mlqa] seed {seed} ({k + 1}/{seeds})")
-        runs.append(finetune_mlqa_once(
-            model_dir, tokenizer, train_features, tests, devs, copy_config(config, seed=seed), output / f"seed-{seed}",
-            window=window, device=device, progress=progress, save_model=save_models, log=log,
-        ))
-    keys = ["test", "average_f1", "average_exact_match", "transfer_gap_f1", "transfer_gap_exact_match", "cross_language",
-            "dev_f1_average"]
-    results = {
-        "task": "mlqa",
+    train_features = _training_windows(tokenizer, train_file, train_examples, window, log)
+    runs.run(lambda seed_config, seed_dir: finetune_mlqa_once(
+        model_dir, tokenizer, train_features, tests, devs, seed_config, seed_dir,
+        window=window, device=device, progress=progress, save_model=save_models, log=log,
+    ))
+    described = {
         "setting": "cross-lingual-transfer",
         "model": model_name or str(model_dir),
         "data": {"train": str(train_file), "test": str(data)},
@@ -274,15 +248,43 @@ def run_mlqa(
         "train_examples": len(train_examples),
         "train_windows": len(train_features),
         "window": window,
-        "config": config.as_dict(),
-        "seeds": [r["seed"] for r in runs],
-        "mean": mean_over_seeds([{k: r[k] for k in keys if k in r} for r in runs]),
-        "std": std_over_seeds([{"average_f1": r["average_f1"], "average_exact_match": r["average_exact_match"]} for r in runs]),
-        "runs": runs,
-        "seconds": time.perf_counter() - started,
     }
-    write_results(output, results, format_mlqa_results(results), log)
-    return results
+    mean_keys = ["test", "average_f1", "average_exact_match", "transfer_gap_f1", "transfer_gap_exact_match",
+                 "cross_language", "dev_f1_average"]
+    return runs.finish(described, mean_keys=mean_keys, std_keys=["average_f1", "average_exact_match"],
+                       markdown=format_mlqa_results)
+
+
+def _evaluation_files(
+    data: str | Path, languages: list[str], cross_language: bool, need_dev: bool
+) -> tuple[dict[tuple[str, str], QAData], dict[str, QAData]]:
+    """The test files ({(context language, question language): file}) and, when ``need_dev``,
+    the dev files ({language: file}) in ``data``."""
+    pairs = [(c, q) for c in languages for q in (languages if cross_language else [c])]
+    tests = {(c, q): QAData(find_mlqa_file(data, "test", c, q)) for c, q in pairs}
+    devs = {}
+    if need_dev:
+        try:
+            devs = {lang: QAData(find_mlqa_file(data, "dev", lang)) for lang in languages}
+        except MLQADataError as err:  # say why dev files are needed: selection never uses test
+            raise MLQADataError(f"{err}; selecting a model or a setting needs the MLQA dev files, never test") from None
+    return tests, devs
+
+
+def _training_windows(
+    tokenizer: Tokenizer, train_file: str | Path, examples: list[QAExample], window: dict[str, int],
+    log: Callable[[str], None],
+) -> list[QAFeature]:
+    """The training windows of ``examples``; refused when no question's answer is where it says."""
+    features, skipped = build_features(tokenizer, examples, train=True, **window)
+    if not features:
+        raise FinetuneError(
+            f"{train_file}: none of its {len(examples)} training questions has an answer at its "
+            "answer_start; expected SQuAD v1.1 training data"
+        )
+    log(f"[mlqa] {len(examples)} training questions → {len(features)} windows"
+        + (f" ({skipped} skipped: answer not found at answer_start)" if skipped else ""))
+    return features
 
 
 def f1_em(value: dict[str, float] | None) -> str:
