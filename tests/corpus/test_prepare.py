@@ -24,9 +24,9 @@ import pytest
 import zstandard
 
 from infoxlm.cli import main as infoxlm_main
-from infoxlm.corpus import prepare as prepare_module
 from infoxlm.corpus.cleaning import clean_text
 from infoxlm.corpus.prepare import prepare_monolingual, prepare_parallel
+from infoxlm.corpus.prepare_job import PREPARE_VERSION
 from infoxlm.data.sampling import language_probabilities
 from infoxlm.corpus.store_writer import CorpusWriter, create_or_open_store
 from infoxlm.data.corpus_lock import PARTIAL_PREFIX, corpus_lock, partial_corpus_dirs
@@ -436,7 +436,7 @@ def test_api_argument_errors(tmp_path, tiny_model_dir):
     with pytest.raises(DataError, match="needs --src and --tgt"):
         prepare_parallel("en-de", tiny_model_dir, tmp_path / "s", src=de)
     assert not (tmp_path / "s").exists()
-    assert prepare_module.PREPARE_VERSION >= 1
+    assert PREPARE_VERSION >= 1
 
 
 # --------------------------------------------------------------------------------------

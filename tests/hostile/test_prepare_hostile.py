@@ -25,10 +25,11 @@ import pytest
 import zstandard
 
 from infoxlm.cli import main as infoxlm_main
-from infoxlm.corpus import prepare as prepare_module
 from infoxlm.corpus import store_writer as store_writer_module
 from infoxlm.data.corpus_lock import PARTIAL_PREFIX
-from infoxlm.corpus.prepare import cut_long_line, prepare_monolingual, prepare_parallel
+from infoxlm.corpus import prepare_mono
+from infoxlm.corpus.long_lines import cut_long_line
+from infoxlm.corpus.prepare import prepare_monolingual, prepare_parallel
 from infoxlm.data.store import TokenStore
 from infoxlm.corpus.store_report import store_report
 from infoxlm.errors import DataError, TokenizerError
@@ -298,7 +299,7 @@ def test_a_failing_prepare_keeps_a_store_other_corpora_joined(tmp_path, tiny_mod
     de, fr = tmp_path / "de.txt", tmp_path / "fr.txt"
     de.write_bytes(corpus_text(300, seed=3))
     fr.write_bytes(corpus_text(300, seed=4))
-    original = prepare_module._write_monolingual_blocks
+    original = prepare_mono._write_monolingual_blocks
 
     def other_prepare_meanwhile(job, writer, progress, encoded):
         if job.name == "fr":  # the other prepare writes normally
@@ -306,11 +307,11 @@ def test_a_failing_prepare_keeps_a_store_other_corpora_joined(tmp_path, tiny_mod
         prepare_monolingual("fr", [fr], tiny_model_dir, store, show_progress=False)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(prepare_module, "_write_monolingual_blocks", other_prepare_meanwhile)
+    monkeypatch.setattr(prepare_mono, "_write_monolingual_blocks", other_prepare_meanwhile)
     with pytest.raises(OSError) as caught:
         prepare_monolingual("de", [de], tiny_model_dir, store, show_progress=False)
     assert caught.value.filename == str(store)
-    monkeypatch.setattr(prepare_module, "_write_monolingual_blocks", original)
+    monkeypatch.setattr(prepare_mono, "_write_monolingual_blocks", original)
     assert sorted(store_report(store)["mono"]) == ["fr"]
 
 

@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 from infoxlm.data.corpus_lock import corpus_lock, remove_stale_partials
 from infoxlm.created_paths import CreatedPaths
-from infoxlm.corpus.prepare import PrepareResult
+from infoxlm.corpus.prepare_job import PrepareResult
 from infoxlm.corpus.store_writer import CorpusWriter, check_store_output, ensure_store
 from infoxlm.data.store import OFFSET_DTYPE, TOKEN_DTYPE, TOKENIZER_DIR, MonoCorpus, ParallelCorpus, StoreError, TokenStore
 from infoxlm.errors import DataError
