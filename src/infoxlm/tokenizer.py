@@ -8,6 +8,8 @@ are understood and behave identically behind one :class:`Tokenizer`:
 * ``sentencepiece.bpe.model`` -- a SentencePiece model exactly as XLM-R ships it, whose own
   ids (``<unk>`` = 0, ``<s>`` = 1, ``</s>`` = 2, pieces from 3) are shifted to fairseq's.
 
+Reading either format lives in ``tokenizer_files.py``; this module frames, pads and saves.
+
 :meth:`Tokenizer.save_pretrained` writes a directory that ``transformers`` loads as an
 ``XLMRobertaTokenizer`` with the same ids, and :func:`infoxlm.tokenizer_training.train_tokenizer` learns a new Unigram
 vocabulary from raw text with XLM-R's exponentially smoothed language sampling (implemented
@@ -53,18 +55,26 @@ import hashlib
 import json
 import math
 import operator
-import re
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infoxlm.errors import TokenizerError
-from infoxlm.special_tokens import BOS, BOS_ID, EOS, EOS_ID, MASK, PAD, PAD_ID, SPECIAL_IDS, UNK, UNK_ID
+from infoxlm.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from infoxlm.tokenizer_files import (
+    MODEL_MAX_LENGTH,
+    SENTENCEPIECE_MODEL,
+    TOKENIZER_JSON,
+    Backend,
+    open_tokenizer_file,
+    transformers_configs,
+)
 
 if TYPE_CHECKING:  # annotations only; see Tokenizer.pad
     import torch
 
+# The file names are part of this module's interface: callers name them beside Tokenizer.
 __all__ = [
     "Tokenizer",
     "TOKENIZER_JSON",
@@ -73,228 +83,6 @@ __all__ = [
 
 
 PathLike = str | Path
-
-TOKENIZER_JSON = "tokenizer.json"
-SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
-TOKENIZER_CONFIG = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP = "special_tokens_map.json"
-TRAINING_REPORT = "training_report.json"
-MODEL_MAX_LENGTH = 512
-
-# The four specials that sit at fixed ids in front of the vocabulary; <mask> comes last.
-_LEADING_SPECIALS = tuple(SPECIAL_IDS)  # (<s>, <pad>, </s>, <unk>), in id order
-_METASPACE = "\u2581"  # "▁", SentencePiece's visible space
-
-# ISO 639 code (2-3 letters) with optional script/region subtags: de, fil, zh-Hans, pt_BR.
-_LANGUAGE_CODE = re.compile(r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$")
-
-
-# --------------------------------------------------------------------------------------
-# Backends: the two file formats behind one small interface.
-# --------------------------------------------------------------------------------------
-
-
-class _Backend:
-    """What :class:`Tokenizer` needs from a file format: pieces in, pieces out.
-
-    ``encode_many`` returns XLM-R ids *without* ``<s>``/``</s>``; the wrapper adds those
-    itself so that both formats truncate and frame sequences identically.
-    """
-
-    name: str
-    vocab_size: int
-
-    def encode_many(self, texts: list[str]) -> list[list[int]]:
-        raise NotImplementedError
-
-    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
-        raise NotImplementedError
-
-    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        raise TokenizerError(
-            f"{self.name} tokenizer: character offsets need a tokenizer.json (Hugging Face tokenizers) "
-            "model directory; save the tokenizer as tokenizer.json"
-        )
-
-
-class _TokenizersBackend(_Backend):
-    """A ``tokenizers`` JSON file, validated to hold XLM-R's special-token layout."""
-
-    name = "tokenizers"
-
-    def __init__(self, path: Path, data: bytes):
-        from tokenizers import Tokenizer as HFTokenizer
-        from tokenizers import pre_tokenizers
-
-        try:
-            self._tok = HFTokenizer.from_str(data.decode("utf-8"))
-        except Exception as exc:  # tokenizers raises plain Exception on bad JSON
-            check_tokenizer_file(path, data)  # a file that is not JSON at all is called damaged
-            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise TokenizerError(
-                f"{path}: not a valid tokenizers JSON file ({first_line}); "
-                "expected a Hugging Face tokenizer.json"
-            ) from None
-        # Padding/truncation baked into a JSON would silently change our output; the wrapper
-        # does both itself.
-        self._tok.no_padding()
-        self._tok.no_truncation()
-        # SentencePiece (and transformers 5's XLM-R loader) split on whitespace before adding
-        # "▁"; a bare Metaspace would turn trailing whitespace into an extra "▁" token.
-        if isinstance(self._tok.pre_tokenizer, pre_tokenizers.Metaspace):
-            self._tok.pre_tokenizer = pre_tokenizers.Sequence(
-                [pre_tokenizers.WhitespaceSplit(), self._tok.pre_tokenizer]
-            )
-        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
-        expected = {**SPECIAL_IDS, MASK: self.vocab_size - 1}
-        for token, want in expected.items():
-            got = self._tok.token_to_id(token)
-            if got != want:
-                found = "missing" if got is None else f"at id {got}"
-                raise TokenizerError(
-                    f"{path}: special token {token} is {found}, expected id {want} "
-                    f"(XLM-R layout: <s>=0 <pad>=1 </s>=2 <unk>=3 <mask>=vocab_size-1={self.vocab_size - 1})"
-                )
-
-    def encode_many(self, texts: list[str]) -> list[list[int]]:
-        if len(texts) == 1:  # skip the thread pool for the common single-text call
-            return [self._tok.encode(texts[0], add_special_tokens=False).ids]
-        # Only ids are used: encode_batch_fast (tokenizers >= 0.20) skips the character
-        # offsets, a third of the work on large batches; the ids are the same.
-        encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
-        return [enc.ids for enc in encode(texts, add_special_tokens=False)]
-
-    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        encoding = self._tok.encode(text, add_special_tokens=False)
-        return list(encoding.ids), [tuple(span) for span in encoding.offsets]
-
-    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
-        return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
-
-
-def check_tokenizer_file(path: Path, data: bytes | None = None) -> bytes:
-    """The bytes of a tokenizer file (``data``, else read), refused with a ``TokenizerError``
-    naming it when they cannot be its format at all: a ``.json`` that is not JSON (a copy cut
-    short), a ``.model`` that is no SentencePiece model. Such a file is damaged, not another
-    tokenizer; whether it holds XLM-R's layout is :meth:`Tokenizer.from_pretrained`'s check."""
-    try:
-        data = path.read_bytes() if data is None else data
-    except OSError as exc:
-        raise TokenizerError(f"{path}: cannot read tokenizer file ({exc.strerror})") from None
-    if path.suffix == ".json":
-        try:
-            json.loads(data)
-            return data
-        except UnicodeDecodeError as exc:
-            reason = f"not UTF-8 at byte {exc.start}"
-        except json.JSONDecodeError as exc:
-            reason = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise TokenizerError(f"{path}: damaged: not valid JSON ({reason}); expected a complete tokenizer.json")
-    import sentencepiece as spm
-
-    try:
-        spm.SentencePieceProcessor().LoadFromSerializedProto(data)
-    except Exception as exc:  # sentencepiece raises RuntimeError/OSError variants
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TokenizerError(
-            f"{path}: damaged: not a SentencePiece model ({first_line}); expected a complete {SENTENCEPIECE_MODEL}"
-        ) from None
-    return data
-
-
-class _SentencePieceBackend(_Backend):
-    """An XLM-R ``sentencepiece.bpe.model`` with its ids shifted to fairseq's layout.
-
-    SentencePiece numbers ``<unk>`` = 0, ``<s>`` = 1, ``</s>`` = 2 and pieces from 3; fairseq
-    prepends its own dictionary (``<s> <pad> </s> <unk>``) so every piece id ``i >= 3``
-    becomes ``i + 1``, SentencePiece's unknown becomes 3 and ``<mask>`` is appended last.
-    """
-
-    name = "sentencepiece"
-
-    def __init__(self, path: Path, data: bytes):
-        import sentencepiece as spm
-
-        self._sp = spm.SentencePieceProcessor()
-        try:
-            self._sp.LoadFromSerializedProto(data)
-        except Exception as exc:  # sentencepiece raises RuntimeError/OSError variants
-            raise TokenizerError(
-                f"{path}: not a valid SentencePiece model ({exc}); expected an XLM-R sentencepiece.bpe.model"
-            ) from None
-        layout = {
-            "<unk>": (self._sp.unk_id(), 0),
-            "<s>": (self._sp.bos_id(), 1),
-            "</s>": (self._sp.eos_id(), 2),
-        }
-        for token, (got, want) in layout.items():
-            if got != want:
-                raise TokenizerError(
-                    f"{path}: SentencePiece id of {token} is {got}, expected {want} "
-                    "(XLM-R's model has <unk>=0 <s>=1 </s>=2, pieces from 3)"
-                )
-        self._pieces = self._sp.get_piece_size()
-        self.vocab_size = self._pieces + 2  # + <pad> (fairseq only) + <mask>
-        self.mask_id = self._pieces + 1
-        self._special_ids = {**SPECIAL_IDS, MASK: self.mask_id}
-        self._special_names = {i: token for token, i in self._special_ids.items()}
-        # tokenizers treats special tokens written literally in the text ("a <mask> b") as
-        # those tokens; SentencePiece would spell them out, so split them off first.
-        self._special_re = re.compile(
-            "|".join(re.escape(t) for t in sorted(self._special_ids, key=len, reverse=True))
-        )
-
-    def encode_many(self, texts: list[str]) -> list[list[int]]:
-        # Flatten every text into plain segments and literal special tokens, encode all plain
-        # segments in one SentencePiece batch call, then stitch each text back together.
-        segments: list[str] = []
-        layouts: list[list[int | str]] = []  # per text: int = index into segments, str = special
-        for text in texts:
-            layout: list[int | str] = []
-            start = 0
-            for match in self._special_re.finditer(text):
-                layout.append(len(segments))
-                segments.append(text[start : match.start()])
-                layout.append(match.group())
-                start = match.end()
-            layout.append(len(segments))
-            segments.append(text[start:])
-            layouts.append(layout)
-        encoded = self._sp.encode(segments, out_type=int) if segments else []
-        result = []
-        for layout in layouts:
-            ids: list[int] = []
-            for item in layout:
-                if isinstance(item, str):
-                    ids.append(self._special_ids[item])
-                else:
-                    ids.extend(3 if i == 0 else i + 1 for i in encoded[item])
-            result.append(ids)
-        return result
-
-    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
-        # Mirror tokenizers' Metaspace decoder token by token ("▁" -> " ", drop the space
-        # the first token got from the prefix) so both backends decode identically, also
-        # when special tokens are kept.
-        tokens = []
-        for i in ids:
-            if i in self._special_names:
-                if not skip_special_tokens:
-                    tokens.append(self._special_names[i])
-            else:
-                tokens.append(self._sp.id_to_piece(i - 1))
-        text = []
-        for position, token in enumerate(tokens):
-            token = token.replace(_METASPACE, " ")
-            if position == 0 and token.startswith(" "):
-                token = token[1:]
-            text.append(token)
-        return "".join(text)
-
-
-# --------------------------------------------------------------------------------------
-# The tokenizer
-# --------------------------------------------------------------------------------------
 
 
 class Tokenizer:
@@ -309,7 +97,7 @@ class Tokenizer:
     eos_id: int = EOS_ID
     unk_id: int = UNK_ID
 
-    def __init__(self, backend: _Backend, source: Path, data: bytes, extra_files: Sequence[Path] = ()):
+    def __init__(self, backend: Backend, source: Path, data: bytes, extra_files: Sequence[Path] = ()):
         self._backend = backend
         self._source = source  # the file the ids come from
         self._data = data  # its exact bytes: saved verbatim and fingerprinted
@@ -332,46 +120,7 @@ class Tokenizer:
             TokenizerError: missing path, neither file present, unreadable file, or special
                 tokens not at XLM-R's ids.
         """
-        path = Path(path)
-        extra: list[Path] = []
-        if path.is_dir():
-            json_file, sp_file = path / TOKENIZER_JSON, path / SENTENCEPIECE_MODEL
-            if json_file.is_file():
-                source, kind = json_file, "json"
-                if sp_file.is_file():
-                    extra.append(sp_file)
-            elif sp_file.is_file():
-                source, kind = sp_file, "model"
-            else:
-                raise TokenizerError(
-                    f"{path}: holds neither {TOKENIZER_JSON} nor {SENTENCEPIECE_MODEL}; "
-                    "expected an XLM-R tokenizer directory"
-                )
-        elif path.is_file():
-            if path.suffix == ".json":
-                source, kind = path, "json"
-            elif path.suffix == ".model":
-                source, kind = path, "model"
-            else:
-                raise TokenizerError(
-                    f"{path}: unknown tokenizer file type {path.suffix!r}; "
-                    f"expected {TOKENIZER_JSON} (.json) or {SENTENCEPIECE_MODEL} (.model)"
-                )
-        else:
-            raise TokenizerError(
-                f"{path}: no such tokenizer directory or file; "
-                f"expected a directory holding {TOKENIZER_JSON} or {SENTENCEPIECE_MODEL}"
-            )
-        try:
-            data = source.read_bytes()
-        except OSError as exc:
-            raise TokenizerError(f"{source}: cannot read tokenizer file ({exc.strerror})") from None
-        backend: _Backend
-        if kind == "json":
-            backend = _TokenizersBackend(source, data)
-        else:
-            backend = _SentencePieceBackend(source, data)
-        return cls(backend, source, data, extra)
+        return cls(*open_tokenizer_file(Path(path)))
 
     # -- ids -------------------------------------------------------------------------------
 
@@ -570,37 +319,7 @@ class Tokenizer:
             if not (extra_target.exists() and extra_target.resolve() == extra.resolve()):
                 shutil.copyfile(extra, extra_target)
             written.append(extra_target)
-
-        special_map = {
-            "bos_token": BOS,
-            "eos_token": EOS,
-            "unk_token": UNK,
-            "sep_token": EOS,
-            "pad_token": PAD,
-            "cls_token": BOS,
-            "mask_token": MASK,
-        }
-        added = {
-            str(i): {
-                "content": token,
-                "lstrip": False,
-                "normalized": False,
-                "rstrip": False,
-                "single_word": False,
-                "special": True,
-            }
-            for token, i in {**SPECIAL_IDS, MASK: self.mask_id}.items()
-        }
-        config = {
-            "tokenizer_class": "XLMRobertaTokenizer",
-            "model_max_length": MODEL_MAX_LENGTH,
-            **special_map,
-            "add_prefix_space": True,
-            # Keep transformers' decode() equal to ours: no "hello ." -> "hello." rewriting.
-            "clean_up_tokenization_spaces": False,
-            "added_tokens_decoder": added,
-        }
-        for name, content in ((TOKENIZER_CONFIG, config), (SPECIAL_TOKENS_MAP, special_map)):
+        for name, content in transformers_configs(self.mask_id).items():
             (out / name).write_text(
                 json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
             )

@@ -20,7 +20,7 @@ import unicodedata
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,8 @@ from infoxlm.corpus.text_files import COMPRESSION_SUFFIXES
 from infoxlm.errors import DataError, TokenizerError
 from infoxlm.sentencepiece_charsmap import nmt_nfkc_charsmap
 from infoxlm.special_tokens import BOS, BOS_ID, EOS, EOS_ID, MASK, UNK
-from infoxlm.tokenizer import _LEADING_SPECIALS, _METASPACE, TOKENIZER_JSON, PathLike, Tokenizer
+from infoxlm.tokenizer import PathLike, Tokenizer
+from infoxlm.tokenizer_files import LEADING_SPECIALS, METASPACE, TOKENIZER_JSON
 
 __all__ = ["TrainingReport", "language_from_filename", "train_tokenizer"]
 
@@ -93,7 +94,6 @@ class TrainingReport:
         )
 
 
-
 def train_tokenizer(
     files: Mapping[str, PathLike | Sequence[PathLike]] | Sequence[PathLike],
     output_dir: PathLike,
@@ -151,64 +151,17 @@ def train_tokenizer(
     ``<mask>`` the last id. Scores are rounded to 1e-6 and ties ordered by piece so the
     written file does not depend on floating-point summation order inside the trainer.
     """
-    _check_int("vocab_size", vocab_size, smallest=6)
-    _check_int("max_sentences", max_sentences, smallest=1)
-    _check_int("seed", seed, smallest=0)
-    _check_int("threads", threads, smallest=1)
-    check_alpha(alpha, TokenizerError)
-    output = Path(output_dir)
-    if output.exists() and not output.is_dir():
-        raise TokenizerError(f"{output}: exists and is not a directory; expected an output directory")
-
+    output = _check_arguments(output_dir, vocab_size, max_sentences, seed, threads, alpha)
     by_language = _group_files(files, languages)
     with _as_tokenizer_error():
         fields = record_fields([s for sources in by_language.values() for s in sources], field)
-    # Pass 1: count non-empty lines (this also validates UTF-8 and records before any training).
-    line_counts = {
-        lang: sum(_count_lines(source, fields) for source in sources) for lang, sources in by_language.items()
-    }
-    empty = [lang for lang, count in line_counts.items() if count == 0]
-    if len(empty) == len(line_counts):
-        listed = ", ".join(str(s.label) for sources in by_language.values() for s in sources)
-        raise TokenizerError(
-            f"no non-empty lines in {listed}; expected UTF-8 text, one sentence per line"
-        )
-    if empty:
-        listed = ", ".join(str(s.label) for s in by_language[empty[0]])
-        raise TokenizerError(
-            f"language {empty[0]!r} has no non-empty lines in {listed}; expected at least one sentence"
-        )
-
-    probabilities = language_probabilities(line_counts, alpha)
-    total_sample = min(max_sentences, sum(line_counts.values()))
-    sample_counts = {lang: round(p * total_sample) for lang, p in probabilities.items()}
-    # Pass 2 streams the files again inside the trainer.
-    sample = _iter_sample(by_language, fields, line_counts, sample_counts, seed)
-    hf_tokenizer = _train_unigram(sample, vocab_size, threads, show_progress)
-
-    output.mkdir(parents=True, exist_ok=True)
-    hf_tokenizer.save(str(output / TOKENIZER_JSON), pretty=True)
-    trained = Tokenizer.from_pretrained(output / TOKENIZER_JSON)
-    trained.save_pretrained(output)
-    report = TrainingReport(
-        files={lang: [str(s.label) for s in sources] for lang, sources in by_language.items()},
-        line_counts=line_counts,
-        probabilities=probabilities,
-        sample_counts=sample_counts,
-        total_sample=total_sample,
-        alpha=float(alpha),
-        seed=seed,
-        max_sentences=max_sentences,
-        requested_vocab_size=vocab_size,
-        vocab_size=trained.vocab_size,
-        fingerprint=trained.fingerprint,
-        threads=threads,
-        record_fields=fields,
+    plan = _plan_sample(
+        by_language, fields, alpha=alpha, max_sentences=max_sentences, seed=seed, vocab_size=vocab_size, threads=threads
     )
-    report_text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
-    (output / TRAINING_REPORT).write_text(report_text, encoding="utf-8")
-    trained.training_report = report
-    return trained
+    # Pass 2 streams the files again inside the trainer.
+    sample = _iter_sample(by_language, fields, plan.line_counts, plan.sample_counts, seed)
+    return _save_trained(_train_unigram(sample, vocab_size, threads, show_progress), output, plan)
+
 
 # --------------------------------------------------------------------------------------
 # Training helpers
@@ -218,6 +171,65 @@ def train_tokenizer(
 def _check_int(name: str, value: Any, smallest: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
         raise TokenizerError(f"{name}={value!r} is invalid; expected an integer >= {smallest}")
+
+
+def _check_arguments(
+    output_dir: PathLike, vocab_size: int, max_sentences: int, seed: int, threads: int, alpha: float
+) -> Path:
+    """The output directory as a Path, after refusing bad numbers or an output that is a file."""
+    _check_int("vocab_size", vocab_size, smallest=6)
+    _check_int("max_sentences", max_sentences, smallest=1)
+    _check_int("seed", seed, smallest=0)
+    _check_int("threads", threads, smallest=1)
+    check_alpha(alpha, TokenizerError)
+    output = Path(output_dir)
+    if output.exists() and not output.is_dir():
+        raise TokenizerError(f"{output}: exists and is not a directory; expected an output directory")
+    return output
+
+
+def _plan_sample(
+    by_language: dict[str, list[InputSource]],
+    fields: dict[str, str],
+    *,
+    alpha: float,
+    max_sentences: int,
+    seed: int,
+    vocab_size: int,
+    threads: int,
+) -> TrainingReport:
+    """Pass 1: count each language's lines (validating UTF-8 and records before any training)
+    and decide how many lines of each the sample gets; the report of a vocabulary not yet trained."""
+    line_counts = _count_language_lines(by_language, fields)
+    probabilities = language_probabilities(line_counts, alpha)
+    total_sample = min(max_sentences, sum(line_counts.values()))
+    return TrainingReport(
+        files={lang: [str(s.label) for s in sources] for lang, sources in by_language.items()},
+        line_counts=line_counts,
+        probabilities=probabilities,
+        sample_counts={lang: round(p * total_sample) for lang, p in probabilities.items()},
+        total_sample=total_sample,
+        alpha=float(alpha),
+        seed=seed,
+        max_sentences=max_sentences,
+        requested_vocab_size=vocab_size,
+        threads=threads,
+        record_fields=fields,
+    )
+
+
+def _save_trained(hf_tokenizer: Any, output: Path, plan: TrainingReport) -> Tokenizer:
+    """Write the trained ``tokenizers`` model, the transformers configs and training_report.json
+    into ``output``; the tokenizer loaded back, with its report attached."""
+    output.mkdir(parents=True, exist_ok=True)
+    hf_tokenizer.save(str(output / TOKENIZER_JSON), pretty=True)
+    trained = Tokenizer.from_pretrained(output / TOKENIZER_JSON)
+    trained.save_pretrained(output)
+    report = replace(plan, vocab_size=trained.vocab_size, fingerprint=trained.fingerprint)
+    report_text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    (output / TRAINING_REPORT).write_text(report_text, encoding="utf-8")
+    trained.training_report = report
+    return trained
 
 
 def language_from_filename(path: PathLike) -> str:
@@ -323,6 +335,25 @@ def _count_lines(source: InputSource, fields: dict[str, str]) -> int:
     return sum(1 for _ in _text_lines(source, fields))
 
 
+def _count_language_lines(by_language: dict[str, list[InputSource]], fields: dict[str, str]) -> dict[str, int]:
+    """n_l, the non-blank lines of each language; refused when a language (or all) has none."""
+    line_counts = {
+        lang: sum(_count_lines(source, fields) for source in sources) for lang, sources in by_language.items()
+    }
+    empty = [lang for lang, count in line_counts.items() if count == 0]
+    if len(empty) == len(line_counts):
+        listed = ", ".join(str(s.label) for sources in by_language.values() for s in sources)
+        raise TokenizerError(
+            f"no non-empty lines in {listed}; expected UTF-8 text, one sentence per line"
+        )
+    if empty:
+        listed = ", ".join(str(s.label) for s in by_language[empty[0]])
+        raise TokenizerError(
+            f"language {empty[0]!r} has no non-empty lines in {listed}; expected at least one sentence"
+        )
+    return line_counts
+
+
 def _choose_lines(available: int, wanted: int, seed: int, language: str) -> np.ndarray:
     """Sorted line indices (with repeats when upsampling) to draw ``wanted`` of ``available``.
 
@@ -378,19 +409,16 @@ def _train_unigram(lines: Iterator[str], vocab_size: int, threads: int, show_pro
     came from), which gives the same model for the same sample and thread count; the
     ``tokenizers`` trainer does not (hash-map order decides its ties, even on one thread).
     """
+    return _xlmr_unigram_tokenizer(_sentencepiece_pieces(lines, vocab_size, threads, show_progress))
+
+
+def _sentencepiece_pieces(
+    lines: Iterator[str], vocab_size: int, threads: int, show_progress: bool
+) -> list[tuple[str, float]]:
+    """(piece, score) of every ordinary piece SentencePiece's Unigram trainer learns from ``lines``."""
     import io
 
     import sentencepiece as spm
-    from tokenizers import (
-        AddedToken,
-        Regex,
-        decoders,
-        models,
-        normalizers,
-        pre_tokenizers,
-        processors,
-    )
-    from tokenizers import Tokenizer as HFTokenizer
 
     model = io.BytesIO()
     try:
@@ -398,7 +426,7 @@ def _train_unigram(lines: Iterator[str], vocab_size: int, threads: int, show_pro
             sentence_iterator=lines,
             model_writer=model,
             model_type="unigram",
-            # Its own <unk> plus the pieces; <s> <pad> </s> lead and <mask> follows (see below).
+            # Its own <unk> plus the pieces; <s> <pad> </s> lead and <mask> follows (_xlmr_unigram_tokenizer).
             vocab_size=vocab_size - 4,
             hard_vocab_limit=False,  # tiny data: fewer pieces instead of an error
             character_coverage=1.0,  # every character of the sample gets a piece
@@ -407,7 +435,7 @@ def _train_unigram(lines: Iterator[str], vocab_size: int, threads: int, show_pro
             bos_id=-1,
             eos_id=-1,
             pad_id=-1,
-            input_sentence_size=0,  # the sample is drawn above, by language
+            input_sentence_size=0,  # the sample is drawn by language in _iter_sample
             shuffle_input_sentence=False,
             num_threads=threads,
             minloglevel=0 if show_progress else 2,
@@ -420,11 +448,18 @@ def _train_unigram(lines: Iterator[str], vocab_size: int, threads: int, show_pro
             ) from None
         raise
     trained = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    vocab = [
+    return [
         (trained.id_to_piece(i), trained.get_score(i))
         for i in range(trained.get_piece_size())
         if not (trained.is_unknown(i) or trained.is_control(i))
     ]
+
+
+def _xlmr_unigram_tokenizer(vocab: list[tuple[str, float]]):
+    """A ``tokenizers.Tokenizer`` over ``vocab`` in XLM-R's layout: <s> <pad> </s> <unk> first,
+    the pieces in a canonical order, <mask> last; XLM-R's normaliser and pre-tokenizer."""
+    from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import Tokenizer as HFTokenizer
 
     normalizer = normalizers.Sequence(
         [normalizers.Precompiled(nmt_nfkc_charsmap()), normalizers.Replace(Regex(" {2,}"), " ")]
@@ -434,22 +469,22 @@ def _train_unigram(lines: Iterator[str], vocab_size: int, threads: int, show_pro
     pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.WhitespaceSplit(),
-            pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always"),
+            pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always"),
         ]
     )
 
     # A canonical order: scores rounded to 1e-6, ties by piece, so that the file's bytes
     # depend on the pieces and their scores only.
-    head = [(piece, 0.0) for piece in _LEADING_SPECIALS]
+    head = [(piece, 0.0) for piece in LEADING_SPECIALS]
     tail = sorted(
         ((piece, round(score, 6)) for piece, score in vocab),
         key=lambda piece_score: (-piece_score[1], piece_score[0]),
     )
-    final = HFTokenizer(models.Unigram(head + tail, unk_id=_LEADING_SPECIALS.index(UNK), byte_fallback=False))
+    final = HFTokenizer(models.Unigram(head + tail, unk_id=LEADING_SPECIALS.index(UNK), byte_fallback=False))
     final.normalizer = normalizer
     final.pre_tokenizer = pre_tokenizer
-    final.decoder = decoders.Metaspace(replacement=_METASPACE, prepend_scheme="always")
-    final.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in _LEADING_SPECIALS])
+    final.decoder = decoders.Metaspace(replacement=METASPACE, prepend_scheme="always")
+    final.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in LEADING_SPECIALS])
     final.add_special_tokens([AddedToken(MASK, special=True, normalized=False)])  # id = last
     # Only for users of the raw JSON (transformers); our encode() adds <s>/</s> itself.
     final.post_processor = processors.TemplateProcessing(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.store import TokenStore
-from ..tokenizer import check_tokenizer_file
+from ..tokenizer_files import check_tokenizer_file
 
 CHECKSUM_EDGE_BYTES = 1 << 20  # read from each end of a corpus file for its checksum
 # Files of a Hugging Face XLM-R directory that define its ids (tokenizer.py reads either).

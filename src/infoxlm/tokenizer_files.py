@@ -1,0 +1,331 @@
+"""The two tokenizer file formats behind one small interface, and the files a saved tokenizer holds.
+
+* ``tokenizer.json`` -- a Hugging Face ``tokenizers`` serialisation (preferred), checked to
+  hold XLM-R's special-token layout;
+* ``sentencepiece.bpe.model`` -- a SentencePiece model exactly as XLM-R ships it, whose own
+  ids (``<unk>`` = 0, ``<s>`` = 1, ``</s>`` = 2, pieces from 3) are shifted to fairseq's.
+
+:func:`open_tokenizer_file` finds the file in a directory (or takes it as named) and returns
+the backend that reads it; :class:`~infoxlm.tokenizer.Tokenizer` frames, pads and saves on top.
+:func:`transformers_configs` is what ``transformers`` needs next to the file to load it as an
+``XLMRobertaTokenizer`` with the same ids.
+
+>>> sorted(transformers_configs(mask_id=9)[TOKENIZER_CONFIG]["added_tokens_decoder"])
+['0', '1', '2', '3', '9']
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from infoxlm.errors import TokenizerError
+from infoxlm.special_tokens import BOS, EOS, MASK, PAD, SPECIAL_IDS, UNK
+
+__all__ = [
+    "Backend",
+    "LEADING_SPECIALS",
+    "METASPACE",
+    "MODEL_MAX_LENGTH",
+    "SENTENCEPIECE_MODEL",
+    "SPECIAL_TOKENS_MAP",
+    "TOKENIZER_CONFIG",
+    "TOKENIZER_JSON",
+    "check_tokenizer_file",
+    "open_tokenizer_file",
+    "transformers_configs",
+]
+
+TOKENIZER_JSON = "tokenizer.json"
+SENTENCEPIECE_MODEL = "sentencepiece.bpe.model"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+MODEL_MAX_LENGTH = 512
+
+# The four specials that sit at fixed ids in front of the vocabulary; <mask> comes last.
+LEADING_SPECIALS = tuple(SPECIAL_IDS)  # (<s>, <pad>, </s>, <unk>), in id order
+METASPACE = "\u2581"  # "▁", SentencePiece's visible space
+
+
+class Backend:
+    """What :class:`~infoxlm.tokenizer.Tokenizer` needs from a file format: pieces in, pieces out.
+
+    ``encode_many`` returns XLM-R ids *without* ``<s>``/``</s>``; the wrapper adds those
+    itself so that both formats truncate and frame sequences identically.
+    """
+
+    name: str
+    vocab_size: int
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        raise NotImplementedError
+
+    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+        raise NotImplementedError
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        raise TokenizerError(
+            f"{self.name} tokenizer: character offsets need a tokenizer.json (Hugging Face tokenizers) "
+            "model directory; save the tokenizer as tokenizer.json"
+        )
+
+
+class TokenizersBackend(Backend):
+    """A ``tokenizers`` JSON file, validated to hold XLM-R's special-token layout."""
+
+    name = "tokenizers"
+
+    def __init__(self, path: Path, data: bytes):
+        from tokenizers import Tokenizer as HFTokenizer
+        from tokenizers import pre_tokenizers
+
+        try:
+            self._tok = HFTokenizer.from_str(data.decode("utf-8"))
+        except Exception as exc:  # tokenizers raises plain Exception on bad JSON
+            check_tokenizer_file(path, data)  # a file that is not JSON at all is called damaged
+            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise TokenizerError(
+                f"{path}: not a valid tokenizers JSON file ({first_line}); "
+                "expected a Hugging Face tokenizer.json"
+            ) from None
+        # Padding/truncation baked into a JSON would silently change our output; the wrapper
+        # does both itself.
+        self._tok.no_padding()
+        self._tok.no_truncation()
+        # SentencePiece (and transformers 5's XLM-R loader) split on whitespace before adding
+        # "▁"; a bare Metaspace would turn trailing whitespace into an extra "▁" token.
+        if isinstance(self._tok.pre_tokenizer, pre_tokenizers.Metaspace):
+            self._tok.pre_tokenizer = pre_tokenizers.Sequence(
+                [pre_tokenizers.WhitespaceSplit(), self._tok.pre_tokenizer]
+            )
+        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
+        expected = {**SPECIAL_IDS, MASK: self.vocab_size - 1}
+        for token, want in expected.items():
+            got = self._tok.token_to_id(token)
+            if got != want:
+                found = "missing" if got is None else f"at id {got}"
+                raise TokenizerError(
+                    f"{path}: special token {token} is {found}, expected id {want} "
+                    f"(XLM-R layout: <s>=0 <pad>=1 </s>=2 <unk>=3 <mask>=vocab_size-1={self.vocab_size - 1})"
+                )
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        if len(texts) == 1:  # skip the thread pool for the common single-text call
+            return [self._tok.encode(texts[0], add_special_tokens=False).ids]
+        # Only ids are used: encode_batch_fast (tokenizers >= 0.20) skips the character
+        # offsets, a third of the work on large batches; the ids are the same.
+        encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
+        return [enc.ids for enc in encode(texts, add_special_tokens=False)]
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        encoding = self._tok.encode(text, add_special_tokens=False)
+        return list(encoding.ids), [tuple(span) for span in encoding.offsets]
+
+    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+        return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+def check_tokenizer_file(path: Path, data: bytes | None = None) -> bytes:
+    """The bytes of a tokenizer file (``data``, else read), refused with a ``TokenizerError``
+    naming it when they cannot be its format at all: a ``.json`` that is not JSON (a copy cut
+    short), a ``.model`` that is no SentencePiece model. Such a file is damaged, not another
+    tokenizer; whether it holds XLM-R's layout is :meth:`~infoxlm.tokenizer.Tokenizer.from_pretrained`'s check."""
+    try:
+        data = path.read_bytes() if data is None else data
+    except OSError as exc:
+        raise TokenizerError(f"{path}: cannot read tokenizer file ({exc.strerror})") from None
+    if path.suffix == ".json":
+        try:
+            json.loads(data)
+            return data
+        except UnicodeDecodeError as exc:
+            reason = f"not UTF-8 at byte {exc.start}"
+        except json.JSONDecodeError as exc:
+            reason = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise TokenizerError(f"{path}: damaged: not valid JSON ({reason}); expected a complete tokenizer.json")
+    import sentencepiece as spm
+
+    try:
+        spm.SentencePieceProcessor().LoadFromSerializedProto(data)
+    except Exception as exc:  # sentencepiece raises RuntimeError/OSError variants
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TokenizerError(
+            f"{path}: damaged: not a SentencePiece model ({first_line}); expected a complete {SENTENCEPIECE_MODEL}"
+        ) from None
+    return data
+
+
+class SentencePieceBackend(Backend):
+    """An XLM-R ``sentencepiece.bpe.model`` with its ids shifted to fairseq's layout.
+
+    SentencePiece numbers ``<unk>`` = 0, ``<s>`` = 1, ``</s>`` = 2 and pieces from 3; fairseq
+    prepends its own dictionary (``<s> <pad> </s> <unk>``) so every piece id ``i >= 3``
+    becomes ``i + 1``, SentencePiece's unknown becomes 3 and ``<mask>`` is appended last.
+    """
+
+    name = "sentencepiece"
+
+    def __init__(self, path: Path, data: bytes):
+        import sentencepiece as spm
+
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.LoadFromSerializedProto(data)
+        except Exception as exc:  # sentencepiece raises RuntimeError/OSError variants
+            raise TokenizerError(
+                f"{path}: not a valid SentencePiece model ({exc}); expected an XLM-R sentencepiece.bpe.model"
+            ) from None
+        layout = {
+            "<unk>": (self._sp.unk_id(), 0),
+            "<s>": (self._sp.bos_id(), 1),
+            "</s>": (self._sp.eos_id(), 2),
+        }
+        for token, (got, want) in layout.items():
+            if got != want:
+                raise TokenizerError(
+                    f"{path}: SentencePiece id of {token} is {got}, expected {want} "
+                    "(XLM-R's model has <unk>=0 <s>=1 </s>=2, pieces from 3)"
+                )
+        self._pieces = self._sp.get_piece_size()
+        self.vocab_size = self._pieces + 2  # + <pad> (fairseq only) + <mask>
+        self.mask_id = self._pieces + 1
+        self._special_ids = {**SPECIAL_IDS, MASK: self.mask_id}
+        self._special_names = {i: token for token, i in self._special_ids.items()}
+        # tokenizers treats special tokens written literally in the text ("a <mask> b") as
+        # those tokens; SentencePiece would spell them out, so split them off first.
+        self._special_re = re.compile(
+            "|".join(re.escape(t) for t in sorted(self._special_ids, key=len, reverse=True))
+        )
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        # Flatten every text into plain segments and literal special tokens, encode all plain
+        # segments in one SentencePiece batch call, then stitch each text back together.
+        segments: list[str] = []
+        layouts: list[list[int | str]] = []  # per text: int = index into segments, str = special
+        for text in texts:
+            layout: list[int | str] = []
+            start = 0
+            for match in self._special_re.finditer(text):
+                layout.append(len(segments))
+                segments.append(text[start : match.start()])
+                layout.append(match.group())
+                start = match.end()
+            layout.append(len(segments))
+            segments.append(text[start:])
+            layouts.append(layout)
+        encoded = self._sp.encode(segments, out_type=int) if segments else []
+        result = []
+        for layout in layouts:
+            ids: list[int] = []
+            for item in layout:
+                if isinstance(item, str):
+                    ids.append(self._special_ids[item])
+                else:
+                    ids.extend(3 if i == 0 else i + 1 for i in encoded[item])
+            result.append(ids)
+        return result
+
+    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+        # Mirror tokenizers' Metaspace decoder token by token ("▁" -> " ", drop the space
+        # the first token got from the prefix) so both backends decode identically, also
+        # when special tokens are kept.
+        tokens = []
+        for i in ids:
+            if i in self._special_names:
+                if not skip_special_tokens:
+                    tokens.append(self._special_names[i])
+            else:
+                tokens.append(self._sp.id_to_piece(i - 1))
+        text = []
+        for position, token in enumerate(tokens):
+            token = token.replace(METASPACE, " ")
+            if position == 0 and token.startswith(" "):
+                token = token[1:]
+            text.append(token)
+        return "".join(text)
+
+
+def open_tokenizer_file(path: Path) -> tuple[Backend, Path, bytes, list[Path]]:
+    """(backend, the file read, its bytes, other tokenizer files to save with it) for ``path``:
+    a directory holding ``tokenizer.json`` or ``sentencepiece.bpe.model``, or either file.
+
+    ``tokenizer.json`` wins when a directory holds both (the other file is still returned, so
+    that saving copies it). A named file's suffix says its format: ``.json`` tokenizers,
+    ``.model`` SentencePiece.
+    """
+    extra: list[Path] = []
+    if path.is_dir():
+        json_file, sp_file = path / TOKENIZER_JSON, path / SENTENCEPIECE_MODEL
+        if json_file.is_file():
+            source, kind = json_file, "json"
+            if sp_file.is_file():
+                extra.append(sp_file)
+        elif sp_file.is_file():
+            source, kind = sp_file, "model"
+        else:
+            raise TokenizerError(
+                f"{path}: holds neither {TOKENIZER_JSON} nor {SENTENCEPIECE_MODEL}; "
+                "expected an XLM-R tokenizer directory"
+            )
+    elif path.is_file():
+        if path.suffix == ".json":
+            source, kind = path, "json"
+        elif path.suffix == ".model":
+            source, kind = path, "model"
+        else:
+            raise TokenizerError(
+                f"{path}: unknown tokenizer file type {path.suffix!r}; "
+                f"expected {TOKENIZER_JSON} (.json) or {SENTENCEPIECE_MODEL} (.model)"
+            )
+    else:
+        raise TokenizerError(
+            f"{path}: no such tokenizer directory or file; "
+            f"expected a directory holding {TOKENIZER_JSON} or {SENTENCEPIECE_MODEL}"
+        )
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise TokenizerError(f"{source}: cannot read tokenizer file ({exc.strerror})") from None
+    backend: Backend
+    if kind == "json":
+        backend = TokenizersBackend(source, data)
+    else:
+        backend = SentencePieceBackend(source, data)
+    return backend, source, data, extra
+
+
+def transformers_configs(mask_id: int) -> dict[str, dict[str, Any]]:
+    """``{file name: content}`` of the two configs that make ``transformers.AutoTokenizer``
+    load a saved directory as an ``XLMRobertaTokenizer`` with our ids."""
+    special_map = {
+        "bos_token": BOS,
+        "eos_token": EOS,
+        "unk_token": UNK,
+        "sep_token": EOS,
+        "pad_token": PAD,
+        "cls_token": BOS,
+        "mask_token": MASK,
+    }
+    added = {
+        str(i): {
+            "content": token,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
+        }
+        for token, i in {**SPECIAL_IDS, MASK: mask_id}.items()
+    }
+    config = {
+        "tokenizer_class": "XLMRobertaTokenizer",
+        "model_max_length": MODEL_MAX_LENGTH,
+        **special_map,
+        "add_prefix_space": True,
+        # Keep transformers' decode() equal to ours: no "hello ." -> "hello." rewriting.
+        "clean_up_tokenization_spaces": False,
+        "added_tokens_decoder": added,
+    }
+    return {TOKENIZER_CONFIG: config, SPECIAL_TOKENS_MAP: special_map}
