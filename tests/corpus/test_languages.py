@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
+import json
+from pathlib import Path
 
 import pytest
 
+from infoxlm.corpus import languages
 from infoxlm.corpus.languages import (
     ISO_639_1,
     ISO_639_3,
@@ -40,6 +45,25 @@ def test_tables_are_complete():
     assert len(TATOEBA) == 112 and len(set(CC100)) == len(CC100)
     for code in CC100 + TATOEBA:
         canonical_language(code)  # raises if unknown
+
+
+def test_the_tables_read_from_package_data_are_the_ones_written_in_code_before():
+    # The SHA-256 of the three tables as languages.py built them from its own text, before
+    # they moved to iso_639.tsv: 184 two-letter codes, 315 three-letter, 209 spellings.
+    tables = [ISO_639_1, ISO_639_3, languages._TO_TWO_LETTER]
+    digest = hashlib.sha256(json.dumps(tables, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    assert [len(t) for t in tables] == [184, 315, 209]
+    assert digest == "7c7a7084ee8e6ff59120e2f323d8a671e6ecd1d40b2d26aeab488757f4e39bbe"
+    assert (ISO_639_1["de"], ISO_639_3["deu"], ISO_639_3["yue"], canonical_language("ger")) == (
+        "German", "German", "Cantonese", "de")
+
+
+def test_a_wheel_ships_the_tables():
+    # setuptools puts into a wheel the non-Python files that [tool.setuptools.package-data] names.
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    root = Path(__file__).resolve().parents[2]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["infoxlm"]
+    assert any(fnmatch.fnmatch(f"corpus/{languages.ISO_639_FILE}", pattern) for pattern in globs)
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,9 @@ part must be known:
   collective codes that Tatoeba still uses: ``ber``, ``kzj``), of FLORES-200 and of CC-100 /
   XLM-R that has no ISO 639-1 code (CC-100's ``ns`` is ``nso``), and a few more.
 
-The tables are written out here rather than taken from a package: no installed package
-carries ISO 639, and a few hundred lines of text are cheaper than a dependency.
+The tables are package data (``iso_639.tsv`` beside this module) rather than taken from a
+package: no installed package carries ISO 639, and a few hundred lines of text are cheaper
+than a dependency.
 
 Canonical spelling: language lower case, script title case, region upper case, ``-`` as the
 separator (``ZH_hans`` -> ``zh-Hans``).
@@ -28,6 +29,7 @@ separator (``ZH_hans`` -> ``zh-Hans``).
 from __future__ import annotations
 
 import re
+from importlib import resources
 
 from infoxlm.errors import DataError
 
@@ -40,329 +42,10 @@ __all__ = [
     "parse_language_pair",
 ]
 
-# ISO 639-1 code, ISO 639-3 (= 639-2/T) code, English name. One language per line.
-_ISO_639_1_TABLE = """\
-aa aar Afar
-ab abk Abkhazian
-ae ave Avestan
-af afr Afrikaans
-ak aka Akan
-am amh Amharic
-an arg Aragonese
-ar ara Arabic
-as asm Assamese
-av ava Avaric
-ay aym Aymara
-az aze Azerbaijani
-ba bak Bashkir
-be bel Belarusian
-bg bul Bulgarian
-bi bis Bislama
-bm bam Bambara
-bn ben Bengali
-bo bod Tibetan
-br bre Breton
-bs bos Bosnian
-ca cat Catalan
-ce che Chechen
-ch cha Chamorro
-co cos Corsican
-cr cre Cree
-cs ces Czech
-cu chu Church Slavonic
-cv chv Chuvash
-cy cym Welsh
-da dan Danish
-de deu German
-dv div Dhivehi
-dz dzo Dzongkha
-ee ewe Ewe
-el ell Greek
-en eng English
-eo epo Esperanto
-es spa Spanish
-et est Estonian
-eu eus Basque
-fa fas Persian
-ff ful Fulah
-fi fin Finnish
-fj fij Fijian
-fo fao Faroese
-fr fra French
-fy fry Western Frisian
-ga gle Irish
-gd gla Scottish Gaelic
-gl glg Galician
-gn grn Guarani
-gu guj Gujarati
-gv glv Manx
-ha hau Hausa
-he heb Hebrew
-hi hin Hindi
-ho hmo Hiri Motu
-hr hrv Croatian
-ht hat Haitian Creole
-hu hun Hungarian
-hy hye Armenian
-hz her Herero
-ia ina Interlingua
-id ind Indonesian
-ie ile Interlingue
-ig ibo Igbo
-ii iii Sichuan Yi
-ik ipk Inupiaq
-io ido Ido
-is isl Icelandic
-it ita Italian
-iu iku Inuktitut
-ja jpn Japanese
-jv jav Javanese
-ka kat Georgian
-kg kon Kongo
-ki kik Kikuyu
-kj kua Kuanyama
-kk kaz Kazakh
-kl kal Kalaallisut
-km khm Khmer
-kn kan Kannada
-ko kor Korean
-kr kau Kanuri
-ks kas Kashmiri
-ku kur Kurdish
-kv kom Komi
-kw cor Cornish
-ky kir Kyrgyz
-la lat Latin
-lb ltz Luxembourgish
-lg lug Ganda
-li lim Limburgish
-ln lin Lingala
-lo lao Lao
-lt lit Lithuanian
-lu lub Luba-Katanga
-lv lav Latvian
-mg mlg Malagasy
-mh mah Marshallese
-mi mri Maori
-mk mkd Macedonian
-ml mal Malayalam
-mn mon Mongolian
-mr mar Marathi
-ms msa Malay
-mt mlt Maltese
-my mya Burmese
-na nau Nauru
-nb nob Norwegian Bokmål
-nd nde North Ndebele
-ne nep Nepali
-ng ndo Ndonga
-nl nld Dutch
-nn nno Norwegian Nynorsk
-no nor Norwegian
-nr nbl South Ndebele
-nv nav Navajo
-ny nya Chichewa
-oc oci Occitan
-oj oji Ojibwa
-om orm Oromo
-or ori Odia
-os oss Ossetian
-pa pan Punjabi
-pi pli Pali
-pl pol Polish
-ps pus Pashto
-pt por Portuguese
-qu que Quechua
-rm roh Romansh
-rn run Kirundi
-ro ron Romanian
-ru rus Russian
-rw kin Kinyarwanda
-sa san Sanskrit
-sc srd Sardinian
-sd snd Sindhi
-se sme Northern Sami
-sg sag Sango
-sh hbs Serbo-Croatian
-si sin Sinhala
-sk slk Slovak
-sl slv Slovenian
-sm smo Samoan
-sn sna Shona
-so som Somali
-sq sqi Albanian
-sr srp Serbian
-ss ssw Swati
-st sot Southern Sotho
-su sun Sundanese
-sv swe Swedish
-sw swa Swahili
-ta tam Tamil
-te tel Telugu
-tg tgk Tajik
-th tha Thai
-ti tir Tigrinya
-tk tuk Turkmen
-tl tgl Tagalog
-tn tsn Tswana
-to ton Tongan
-tr tur Turkish
-ts tso Tsonga
-tt tat Tatar
-tw twi Twi
-ty tah Tahitian
-ug uig Uyghur
-uk ukr Ukrainian
-ur urd Urdu
-uz uzb Uzbek
-ve ven Venda
-vi vie Vietnamese
-vo vol Volapük
-wa wln Walloon
-wo wol Wolof
-xh xho Xhosa
-yi yid Yiddish
-yo yor Yoruba
-za zha Zhuang
-zh zho Chinese
-zu zul Zulu
-"""
-
-# ISO 639-3 codes of languages that have no ISO 639-1 code: Tatoeba (XTREME), FLORES-200,
-# CC-100 and a few other languages common in multilingual corpora.
-_ISO_639_3_TABLE = """\
-ace Acehnese
-acm Mesopotamian Arabic
-acq Ta'izzi-Adeni Arabic
-aeb Tunisian Arabic
-ajp South Levantine Arabic
-als Tosk Albanian
-ang Old English
-apc North Levantine Arabic
-arb Standard Arabic
-arq Algerian Arabic
-ars Najdi Arabic
-ary Moroccan Arabic
-arz Egyptian Arabic
-ast Asturian
-awa Awadhi
-ayr Central Aymara
-azb South Azerbaijani
-azj North Azerbaijani
-ban Balinese
-bar Bavarian
-bem Bemba
-ber Berber languages
-bho Bhojpuri
-bjn Banjar
-bug Buginese
-cbk Chavacano
-ceb Cebuano
-chr Cherokee
-cjk Chokwe
-ckb Central Kurdish
-cmn Mandarin Chinese
-cop Coptic
-crh Crimean Tatar
-csb Kashubian
-dik Southwestern Dinka
-doi Dogri
-dsb Lower Sorbian
-dtp Kadazan Dusun
-dyu Dyula
-ekk Standard Estonian
-fil Filipino
-fon Fon
-frp Arpitan
-frr Northern Frisian
-fur Friulian
-fuv Nigerian Fulfulde
-gaz West Central Oromo
-gom Goan Konkani
-got Gothic
-grc Ancient Greek
-gsw Swiss German
-hak Hakka Chinese
-haw Hawaiian
-hmn Hmong
-hne Chhattisgarhi
-hsb Upper Sorbian
-ilo Iloko
-jbo Lojban
-kab Kabyle
-kac Kachin
-kam Kamba
-kbp Kabiyè
-kea Kabuverdianu
-khk Halh Mongolian
-kmb Kimbundu
-kmr Northern Kurdish
-knc Central Kanuri
-kok Konkani
-ksh Kölsch
-kzj Coastal Kadazan
-lad Ladino
-lfn Lingua Franca Nova
-lij Ligurian
-lmo Lombard
-ltg Latgalian
-lua Luba-Lulua
-luo Luo
-lus Mizo
-lvs Standard Latvian
-mag Magahi
-mai Maithili
-max North Moluccan Malay
-mfe Morisyen
-mhr Eastern Mari
-min Minangkabau
-mni Manipuri
-mos Mossi
-mww Hmong Daw
-nah Nahuatl languages
-nan Min Nan Chinese
-nds Low German
-nov Novial
-npi Nepali (individual language)
-nso Northern Sotho
-nus Nuer
-ory Odia (individual language)
-orv Old Russian
-pag Pangasinan
-pam Pampanga
-pap Papiamento
-pbt Southern Pashto
-pes Iranian Persian
-plt Plateau Malagasy
-pms Piedmontese
-prs Dari
-quy Ayacucho Quechua
-rue Rusyn
-sah Yakut
-sat Santali
-scn Sicilian
-sco Scots
-shn Shan
-swg Swabian
-swh Swahili (individual language)
-szl Silesian
-taq Tamasheq
-tok Toki Pona
-tpi Tok Pisin
-tum Tumbuka
-tzl Talossan
-tzm Central Atlas Tamazight
-umb Umbundu
-uzn Northern Uzbek
-vec Venetian
-vls West Flemish
-war Waray
-wuu Wu Chinese
-ydd Eastern Yiddish
-yue Cantonese
-zea Zeeuws
-zsm Standard Malay
-"""
+# iso_639.tsv, beside this module: one language per row, ISO 639-1 code (empty for a language
+# without one: Tatoeba (XTREME), FLORES-200, CC-100 and a few other languages common in
+# multilingual corpora), ISO 639-3 (= 639-2/T) code, English name.
+ISO_639_FILE = "iso_639.tsv"
 
 # Spellings that name a language with a two-letter code: ISO 639-2/B codes and ISO 639-1
 # codes that were withdrawn in favour of others.
@@ -374,26 +57,27 @@ _ALIASES = {
 }  # fmt: skip
 
 
-def _parse_tables() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+def _read_tables() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(ISO 639-1 → name, ISO 639-3 → name, any code → its two-letter spelling) from the package's
+    ISO_639_FILE (read with importlib.resources, so it is found in a wheel or a zip too)."""
     two_letter: dict[str, str] = {}
     three_letter: dict[str, str] = {}
     to_two_letter = dict(_ALIASES)
-    for row in _ISO_639_1_TABLE.splitlines():
-        code, code3, name = row.split(" ", 2)
-        two_letter[code] = name
+    text = resources.files(__package__).joinpath(ISO_639_FILE).read_text(encoding="utf-8")
+    for row in text.splitlines()[1:]:  # the first row is the header
+        code, code3, name = row.split("\t")
         three_letter[code3] = name
-        to_two_letter[code3] = code
-    for row in _ISO_639_3_TABLE.splitlines():
-        code3, name = row.split(" ", 1)
-        three_letter[code3] = name
+        if code:
+            two_letter[code] = name
+            to_two_letter[code3] = code
     return two_letter, three_letter, to_two_letter
 
 
 #: ISO 639-1 code -> English name (184 codes).
 ISO_639_1: dict[str, str]
-#: ISO 639-3 code -> English name: the languages of ISO_639_1 and those listed above.
+#: ISO 639-3 code -> English name: the languages of ISO_639_1 and those without a two-letter code.
 ISO_639_3: dict[str, str]
-ISO_639_1, ISO_639_3, _TO_TWO_LETTER = _parse_tables()
+ISO_639_1, ISO_639_3, _TO_TWO_LETTER = _read_tables()
 
 # language[-script][-region][-variant...], "-" or "_" between subtags.
 _SUBTAG_SPLIT = re.compile(r"[-_]")
