@@ -134,7 +134,8 @@ def test_joint_losses_and_gradients_match_the_plain_path(monkeypatch):
 
 def test_packed_varlen_attention_matches_padded_sdpa():
     from infoxlm.model.config import EncoderConfig
-    from infoxlm.model.encoder import HAS_VARLEN_ATTN, Encoder, varlen_attention_applies
+    from infoxlm.model.attention import HAS_VARLEN_ATTN, varlen_attention_applies
+    from infoxlm.model.encoder import Encoder
 
     assert HAS_VARLEN_ATTN, f"torch {torch.__version__} has no torch.nn.attention.varlen"
     torch.manual_seed(0)

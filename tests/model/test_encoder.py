@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch._dynamo
-from torch._dynamo.utils import counters
 
 from infoxlm import Encoder, EncoderConfig
 from infoxlm.model.encoder import xlmr_position_ids
@@ -144,38 +143,23 @@ def test_compiled_layers_compute_what_the_eager_ones_do(mixed_batch):
     assert shorter.shape == (3, 7, enc.config.hidden_size)
 
 
-@pytest.mark.slow
-def test_compiled_layers_get_a_graph_for_each_of_the_12_forms_training_calls_them_in():
-    # Training calls the layers' one forward with grad and autocast (query encoder), without
-    # grad under autocast (key encoder), without either (the queue's pre-fill), with rows
-    # kept or not (the top layer), on packed or padded states: more forms than torch's
-    # default limit of 8 graphs per function, past which the rest would run uncompiled.
-    torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120), FastPaths.training(single_process=True))
-    torch._dynamo.reset()
-    counters.clear()
-    enc.compile_layers(backend="eager")
-    full = torch.randint(4, 100, (2, 6))
-    full[:, 0] = 0
-    padded = full.clone()
-    padded[1, 4:] = enc.config.pad_token_id  # packed states; full rows stay (B, T, d)
-    for grad, autocast in ((True, True), (False, True), (False, False)):
-        for ids in (padded, full):
-            for rows in (None, torch.tensor([1, 3])):
-                with torch.set_grad_enabled(grad), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                    enc(ids) if rows is None else enc.states_at(ids, rows)
-    assert counters["stats"]["unique_graphs"] == 12
-    assert counters["frames"]["ok"] == counters["frames"]["total"] == 12
+def test_compiling_the_layers_leaves_torch_process_wide_settings_alone():
+    """The recompile limit is one setting for the whole process: the caller that decides to
+    compile sets it (train.joint_step.compile_encoders), not the encoder."""
+    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
+    with torch._dynamo.config.patch(recompile_limit=8):
+        enc.compile_layers(backend="eager")
+        assert torch._dynamo.config.recompile_limit == 8
 
 
 def test_checkpointed_activations_give_the_same_gradients_by_recomputing(mixed_batch):
-    """``checkpoint_activations`` (run.activation_checkpointing): each layer runs again in the
+    """``activation_checkpointing`` (run.activation_checkpointing): each layer runs again in the
     backward pass (dropout replayed as it fell), and every gradient is what it is without."""
     ids, mask = mixed_batch
     torch.manual_seed(0)
     plain = Encoder(EncoderConfig.preset("tiny", vocab_size=120, hidden_dropout_prob=0.2), FastPaths.training(True)).train()
-    checkpointed = plain.with_fast_paths(plain.fast_paths)
-    checkpointed.checkpoint_activations()
+    checkpointed = Encoder(plain.config, plain.fast_paths, activation_checkpointing=True).train()
+    checkpointed.load_state_dict(plain.state_dict())
     calls = []
     checkpointed.encoder.layer[0].register_forward_pre_hook(lambda *_: calls.append(torch.is_grad_enabled()))
     gradients = []
@@ -235,41 +219,6 @@ def test_gradients_reach_every_trained_parameter(mixed_batch):
     assert no_grad == []
 
 
-def test_packed_attention_matches_the_padded_layout(mixed_batch, monkeypatch):
-    """The variable-length path (CUDA only) is plumbed right: with a reference kernel in its
-    place, packed real tokens give what the padded layout with a mask gives."""
-    import infoxlm.model.encoder as encoder_module
-
-    def reference_varlen(q, k, v, cu_q, cu_k, max_q, max_k):  # (n, h, d/h) each, one sequence at a time
-        assert cu_q is cu_k and max_q == max_k and cu_q.dtype == torch.int32
-        assert int((cu_q[1:] - cu_q[:-1]).max()) <= max_q
-        out = torch.empty_like(q)
-        for start, end in zip(cu_q[:-1].tolist(), cu_q[1:].tolist()):
-            seq = [t[start:end].transpose(0, 1) for t in (q, k, v)]  # (h, length, d/h)
-            out[start:end] = torch.nn.functional.scaled_dot_product_attention(*seq).transpose(0, 1)
-        return out
-
-    torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
-    enc.set_dropout(0.0)  # training mode (gradients below), the same outputs every run
-    ids, mask = mixed_batch
-    enc = enc.with_fast_paths(FastPaths(skip_padding=True))
-    padded = enc(ids, mask).hidden_states
-    monkeypatch.setattr(encoder_module, "varlen_attn", reference_varlen)
-    monkeypatch.setattr(encoder_module, "varlen_attention_applies", lambda x, p: True)
-    packed = enc(ids, mask).hidden_states
-    real = mask.bool()
-    for k, (a, b) in enumerate(zip(padded, packed)):
-        assert (a - b)[real].abs().max() <= TOL, f"hidden_states[{k}]"
-    # Gradients too: the packed path trains the projections as the padded one does.
-    weights = torch.randn(padded[-1].shape)
-    query = enc.encoder.layer[0].attention.self.query.weight
-    grads = [torch.autograd.grad((h[real] * weights[real]).sum(), query)[0] for h in (padded[-1], packed[-1])]
-    assert grads[1].abs().sum() > 0 and (grads[0] - grads[1]).abs().max() <= TOL
-    plain = enc.with_fast_paths(FastPaths(skip_padding=True, varlen_attention=False))  # the padded layout again
-    assert torch.equal(plain(ids, mask).hidden_states[-1], padded[-1])
-
-
 def test_importing_the_encoder_leaves_torch_dynamo_unimported():
     """torch.nn.attention.varlen imports torch._dynamo (seconds); only a run that compiles or
     calls the kernel should pay for it."""
@@ -280,37 +229,6 @@ def test_importing_the_encoder_leaves_torch_dynamo_unimported():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
-
-
-def test_the_varlen_kernel_imported_at_its_call_compiles_into_one_graph():
-    """The import inside ``varlen_attn`` is traced away: compiled layers call the kernel's op
-    in their graph, no graph break (the kernel itself is never run: CPU)."""
-    from infoxlm.model import encoder as encoder_module
-
-    if not encoder_module.HAS_VARLEN_ATTN:
-        pytest.skip(f"torch {torch.__version__} has no torch.nn.attention.varlen")
-    graphs = []
-
-    def record(gm, example_inputs):
-        graphs.append(gm)
-        return lambda *args: (torch.zeros(1),)  # the CPU has no such kernel to run
-
-    q = torch.randn(10, 2, 8, dtype=torch.bfloat16)  # (n, h, d/h)
-    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
-    torch._dynamo.reset()
-    torch.compile(encoder_module.varlen_attn, backend=record, fullgraph=True)(q, q, q, cu, cu, 6, 6)
-    assert len(graphs) == 1 and "_varlen_attn" in graphs[0].code
-
-
-def test_varlen_attention_needs_a_gpu_low_precision_and_no_dropout():
-    from infoxlm.model.encoder import varlen_attention_applies
-
-    assert not varlen_attention_applies(torch.zeros(4, 8, dtype=torch.bfloat16), 0.0)  # a CPU tensor
-    if torch.cuda.is_available():
-        x = torch.zeros(4, 8, device="cuda")
-        assert not varlen_attention_applies(x, 0.0)  # fp32, no autocast
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            assert not varlen_attention_applies(x, 0.1)  # the kernel has no dropout
 
 
 @pytest.mark.parametrize("size", ["base", "large"])

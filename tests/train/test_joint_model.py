@@ -24,10 +24,11 @@ from infoxlm.objectives.xlco import MomentumContrast
 from infoxlm.train.joint_model import JointModel
 
 
-def _parts(seed: int = 0, fast_paths: FastPaths = FastPaths.training(single_process=True)):
+def _parts(seed: int = 0, fast_paths: FastPaths = FastPaths.training(single_process=True), checkpointing: bool = False):
     size = SIZES["test"]
     torch.manual_seed(seed)
-    encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size), fast_paths)
+    config = EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size)
+    encoder = Encoder(config, fast_paths, activation_checkpointing=checkpointing)
     encoder.set_dropout(0.0)
     encoder.pooler.requires_grad_(False)
     with torch.no_grad():  # non-trivial LayerNorms, biases and a non-zero <pad> row
@@ -110,8 +111,7 @@ def test_checkpointed_activations_give_the_same_joint_losses_and_gradients():
     """run.activation_checkpointing: the whole joint step (MMLM, TLM, XLCO with its key
     encoder) with every layer recomputed in the backward pass computes what it computes without."""
     encoder, contrast, steps = _parts()
-    checkpointed, same_contrast, _ = _parts()  # the same weights and queue
-    checkpointed.checkpoint_activations()
+    checkpointed, same_contrast, _ = _parts(checkpointing=True)  # the same weights and queue
     micro = _micro_steps(steps)
     expected_sums, expected_grads = _joint(encoder, contrast, micro)
     sums, grads = _joint(checkpointed, same_contrast, micro)

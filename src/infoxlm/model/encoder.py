@@ -5,8 +5,8 @@ Sub-module names spell the keys of a Hugging Face XLM-R checkpoint (``embeddings
 converter: only the ``roberta.`` prefix of the masked-LM checkpoint is added or removed
 (see ``hub.py``). Attention runs through ``torch.nn.functional.scaled_dot_product_attention``
 so a GPU gets the fused kernels (on real tokens only, flash attention's variable-length kernel
-over the packed sequences), and the stack can stop after any layer (XLCO contrasts a middle
-layer and needs nothing above it).
+over the packed sequences; see ``attention.py``), and the stack can stop after any layer (XLCO
+contrasts a middle layer and needs nothing above it).
 
 Example::
 
@@ -21,7 +21,6 @@ Example::
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,28 +28,14 @@ import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .autocast import autocast_dtype
+from .attention import SelfAttention
 from .config import EncoderConfig
 from .fast_paths import FastPaths
 from .hub import check_weights_fit, load_weights, read_encoder_config, save_encoder
 from .layer_norm import LayerNorm
 from .mlm_head import MLMHead, add_into_grad
 from .packing import Packing, select_rows
-
-# Flash attention over packed sequences of different lengths (torch ≥ 2.9; older torch: the
-# padded SDPA path only). Its module imports torch._dynamo (seconds), so it is looked up here
-# and imported at the first call, by a run that uses it.
-HAS_VARLEN_ATTN = importlib.util.find_spec("torch.nn.attention.varlen") is not None
-
-
-def varlen_attn(q, k, v, cu_q, cu_k, max_q, max_k):
-    """torch's ``varlen_attn``: q, k, v (n, h, d/h) packed, ``cu_*`` (B + 1,) int32 starts."""
-    from torch.nn.attention.varlen import varlen_attn as kernel
-
-    return kernel(q, k, v, cu_q, cu_k, max_q, max_k)
-
 
 if TYPE_CHECKING:
     from ..tokenizer import Tokenizer
@@ -180,52 +165,27 @@ class Embeddings(nn.Module):
         return self.dropout(self.LayerNorm(x))
 
 
-# The attention backends SDPA may pick, best first. cuDNN's is left out: it builds a new
-# graph on the host for every new (batch, length) shape, and batches of sentences bring
-# new shapes at every step, so the host, not the device, would bound the step (see
-# BENCHMARKS.md, "GPU: one H100, base and large"). Flash (no padding) and memory-efficient
-# (padding mask) kernels need no per-shape set-up.
-ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-LAYER_GRAPHS = 16  # graphs torch.compile may make of the layers' forward (see Encoder.compile_layers)
-
-
-def varlen_attention_applies(x: torch.Tensor, dropout_p: float) -> bool:
-    """Whether packed tokens x (n, d) can go through ``varlen_attn`` (flash attention over
-    sequences of different lengths): a CUDA GPU of compute capability ≥ 8.0, projections in
-    bf16 or fp16 (autocast or low-precision weights), and no attention dropout (the kernel has
-    none)."""
-    if not HAS_VARLEN_ATTN or x.device.type != "cuda" or dropout_p > 0:
-        return False
-    low = (torch.bfloat16, torch.float16)
-    in_low_precision = x.dtype in low or autocast_dtype("cuda") in low
-    return in_low_precision and torch.cuda.get_device_capability(x.device)[0] >= 8
-
-
 class TransformerLayer(nn.Module):
     """One post-LayerNorm block: x = LN(x + Attn(x)); x = LN(x + FFN(x)).
 
-    With a packing (real tokens only), attention runs on the packed tokens themselves where
-    ``varlen_attention_applies`` (no padding anywhere in the layer); elsewhere the
-    projections are scattered back into the padded (B, h, T, d/h) layout for SDPA with a mask.
+    With a packing, its states are the real tokens only, (n, d); attention (attention.py)
+    runs on them as they are or in the padded layout.
     """
 
     def __init__(self, config: EncoderConfig, fast_paths: FastPaths = FastPaths()):
         super().__init__()
         d, ff, eps = config.hidden_size, config.intermediate_size, config.layer_norm_eps
         keep = fast_paths.low_precision_residual
-        self.num_heads = config.num_attention_heads
-        self.attention_dropout = config.attention_probs_dropout_prob
         # ModuleDicts only to give the parameters Hugging Face's key names.
         self.attention = nn.ModuleDict(
             {
-                "self": nn.ModuleDict({"query": nn.Linear(d, d), "key": nn.Linear(d, d), "value": nn.Linear(d, d)}),
+                "self": SelfAttention(config, fast_paths),
                 "output": nn.ModuleDict({"dense": nn.Linear(d, d), "LayerNorm": LayerNorm(d, eps=eps, keep_autocast_dtype=keep)}),
             }
         )
         self.intermediate = nn.ModuleDict({"dense": nn.Linear(d, ff)})
         self.output = nn.ModuleDict({"dense": nn.Linear(ff, d), "LayerNorm": LayerNorm(d, eps=eps, keep_autocast_dtype=keep)})
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.varlen_attention = fast_paths.varlen_attention  # see the class docstring
 
     def forward(
         self,
@@ -237,11 +197,7 @@ class TransformerLayer(nn.Module):
         # x (B, T, d), or (n, d) the real tokens only when packing is given; attn_mask
         # (B, 1, 1, T) bool, True = may attend, or None for no padding. keep (k,) long: compute
         # the output at these rows of x (flattened to (B·T, d) or (n, d)) only → (k, d).
-        dropout_p = self.attention_dropout if self.training else 0.0
-        if packing is not None and self.varlen_attention and varlen_attention_applies(x, dropout_p):
-            context = self._packed_attention(x, packing)
-        else:
-            context = self._padded_attention(x, attn_mask, packing, dropout_p)
+        context = self.attention.self(x, attn_mask, packing)  # x's shape
         if keep is not None:
             # Every row's keys and values were needed above; everything below is row-wise,
             # so rows nobody reads are dropped before three quarters of the layer's products.
@@ -251,35 +207,6 @@ class TransformerLayer(nn.Module):
         x = out.LayerNorm(x + self.dropout(out.dense(context)))
         ffn = self.output.dense(F.gelu(self.intermediate.dense(x)))
         return self.output.LayerNorm(x + self.dropout(ffn))
-
-    def _packed_attention(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
-        """Attention within each sequence of the packed tokens x (n, d) → context (n, d)."""
-        n, d = x.shape
-        qkv = self.attention.self
-        q, k, v = (proj(x).view(n, self.num_heads, d // self.num_heads) for proj in (qkv.query, qkv.key, qkv.value))
-        # The padded length bounds every sequence's length; as the kernel's maximum it only
-        # sizes its launch grid, and reading it needs no device synchronisation.
-        cu, longest = packing.cu_seqlens, packing.length
-        return varlen_attn(q, k, v, cu, cu, longest, longest).reshape(n, d)
-
-    def _padded_attention(
-        self, x: torch.Tensor, attn_mask: torch.Tensor | None, packing: Packing | None, dropout_p: float
-    ) -> torch.Tensor:
-        """SDPA over the padded (B, h, T, d/h) layout → context (B, T, d), or (n, d) packed again."""
-        B, T, d = (packing.batch, packing.length, x.shape[-1]) if packing is not None else x.shape
-        h = self.num_heads
-        qkv = self.attention.self
-
-        def heads(proj: nn.Linear) -> torch.Tensor:  # (B, T, d) → (B, h, T, d/h)
-            y = proj(x) if packing is None else packing.pad(proj(x))
-            return y.view(B, T, h, d // h).transpose(1, 2)
-
-        with sdpa_kernel(ATTENTION_BACKENDS):
-            context = F.scaled_dot_product_attention(
-                heads(qkv.query), heads(qkv.key), heads(qkv.value), attn_mask=attn_mask, dropout_p=dropout_p
-            )  # (B, h, T, d/h)
-        context = context.transpose(1, 2).reshape(B, T, d)
-        return context if packing is None else packing.pack(context)  # (n, d)
 
 
 class LayerStack(nn.Module):
@@ -296,12 +223,21 @@ class Encoder(nn.Module):
     ``encoder(input_ids, attention_mask)`` runs the body; ``encoder.lm_head(hidden, masked)``
     turns hidden states into vocabulary logits at the masked positions only. ``fast_paths``
     (see fast_paths.py) are chosen here, once, and passed to the parts that run them.
+
+    ``activation_checkpointing`` (``run.activation_checkpointing``): keep only each layer's
+    input through a forward pass with gradients and recompute the layer in the backward pass
+    (``torch.utils.checkpoint``, non-reentrant, dropout replayed exactly). Activation memory
+    falls from every layer's intermediates to one state per layer, for about a third more
+    compute; the gradients are the same as without.
     """
 
-    def __init__(self, config: EncoderConfig, fast_paths: FastPaths = FastPaths()):
+    def __init__(
+        self, config: EncoderConfig, fast_paths: FastPaths = FastPaths(), *, activation_checkpointing: bool = False
+    ):
         super().__init__()
         self.config = config
         self.fast_paths = fast_paths
+        self.activation_checkpointing = activation_checkpointing  # chosen here, like fast_paths
         self.embeddings = Embeddings(config, fast_paths)
         self.encoder = LayerStack(config, fast_paths)
         # Carried only so that checkpoints round-trip and AutoModel finds every weight it
@@ -311,8 +247,6 @@ class Encoder(nn.Module):
         # Optional parts ("lm_head", "pooler") whose weights came from a checkpoint, not from
         # reset_parameters(); set by from_pretrained, read by save_pretrained.
         self.loaded_parts: set[str] = set()
-        # Activation checkpointing (see checkpoint_activations); off: every activation kept.
-        self.recompute_activations = False
         self.reset_parameters()
 
     @property
@@ -428,7 +362,7 @@ class Encoder(nn.Module):
         rows_in_top_layer = keep is not None and self.fast_paths.top_rows_only and num_layers > 0
         # Recomputing a layer's activations in the backward pass costs one more forward of
         # it and keeps only its input alive in between; pointless where nothing is kept.
-        recompute = self.recompute_activations and torch.is_grad_enabled()
+        recompute = self.activation_checkpointing and torch.is_grad_enabled()
         states = [x]
         for i, layer in enumerate(self.encoder.layer[:num_layers]):
             top = i == num_layers - 1
@@ -447,21 +381,13 @@ class Encoder(nn.Module):
 
         The layers share one ``forward``, which training calls in up to 12 forms, each its own
         graph: 3 grad and autocast states (query encoder, key encoder, the queue's pre-fill)
-        × rows kept or not (the top layer) × packed or padded states. Past torch's limit of
-        graphs per function (8) the forms left would run uncompiled, so the limit is raised
-        to ``LAYER_GRAPHS`` (for the whole process; it only matters where a function really
-        meets more forms).
+        × rows kept or not (the top layer) × packed or padded states. torch keeps at most
+        ``torch._dynamo.config.recompile_limit`` graphs per function (8 by default) and runs
+        the forms past it uncompiled; that limit is process-wide, so whoever decides to
+        compile sets it (training: ``train.joint_step.compile_encoders``), not the encoder.
         """
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, LAYER_GRAPHS)
         for layer in self.encoder.layer:
             layer.compile(dynamic=True, backend=backend)
-
-    def checkpoint_activations(self) -> None:
-        """Keep only each layer's input through the forward pass and recompute the layer in
-        the backward pass (``torch.utils.checkpoint``, non-reentrant, dropout replayed exactly):
-        activation memory falls from every layer's intermediates to one state per layer, for
-        about a third more compute. The same gradients as without."""
-        self.recompute_activations = True
 
     def set_dropout(self, p: float) -> None:
         """Set hidden and attention dropout everywhere (e.g. 0 for continued pre-training)."""
@@ -471,8 +397,8 @@ class Encoder(nn.Module):
         for module in self.modules():
             if isinstance(module, nn.Dropout):
                 module.p = p
-            elif isinstance(module, TransformerLayer):
-                module.attention_dropout = p
+            elif isinstance(module, SelfAttention):
+                module.dropout_p = p
 
     def pooled_output(self, last_hidden_state: torch.Tensor) -> torch.Tensor:
         """Hugging Face's pooler: tanh(W · h_<s>). (B, T, d) → (B, d)."""
@@ -482,9 +408,15 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_pretrained(
-        cls, path: str | Path, *, map_location: str | torch.device = "cpu", fast_paths: FastPaths = FastPaths()
+        cls,
+        path: str | Path,
+        *,
+        map_location: str | torch.device = "cpu",
+        fast_paths: FastPaths = FastPaths(),
+        activation_checkpointing: bool = False,
     ) -> "Encoder":
-        """Load a Hugging Face XLM-R checkpoint directory (``config.json`` + weights).
+        """Load a Hugging Face XLM-R checkpoint directory (``config.json`` + weights), into an
+        encoder built with ``fast_paths`` and ``activation_checkpointing`` (see the class).
 
         Reads ``model.safetensors`` (or its sharded index), else ``pytorch_model.bin`` with
         ``weights_only=True``; the MLM head (``lm_head.*``) when present, else a freshly
@@ -496,19 +428,19 @@ class Encoder(nn.Module):
         # model of its size is allocated.
         with torch.device("meta"):
             check_weights_fit(cls(config, fast_paths), path)
-        encoder = cls(config, fast_paths)
+        encoder = cls(config, fast_paths, activation_checkpointing=activation_checkpointing)
         load_weights(encoder, path, map_location)
         return encoder
 
     def with_fast_paths(self, fast_paths: FastPaths) -> "Encoder":
-        """A new encoder of the same config, weights (copied), frozen parts and mode that runs
-        ``fast_paths``."""
-        other = type(self)(self.config, fast_paths).to(self.embeddings.word_embeddings.weight.device)
+        """A new encoder of the same config, weights (copied), frozen parts, activation
+        checkpointing and mode that runs ``fast_paths``."""
+        other = type(self)(self.config, fast_paths, activation_checkpointing=self.activation_checkpointing)
+        other = other.to(self.embeddings.word_embeddings.weight.device)
         other.load_state_dict(self.state_dict())
         for theirs, ours in zip(self.parameters(), other.parameters()):
             ours.requires_grad_(theirs.requires_grad)
         other.loaded_parts = set(self.loaded_parts)
-        other.recompute_activations = self.recompute_activations
         other.train(self.training)
         return other
 

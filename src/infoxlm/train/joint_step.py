@@ -281,11 +281,21 @@ def computes_in_bf16(config: TrainConfig, world: World) -> bool:
     return config.run.bf16 and (world.device.type == "cuda" or config.run.cpu_bf16)
 
 
-def compile_encoders(encoder: Encoder, contrast: MomentumContrast | None) -> None:
+# Graphs torch.compile may make of one function: training calls the layers' one forward in up
+# to 12 forms (see Encoder.compile_layers), more than torch's default of 8.
+LAYER_GRAPHS = 16
+
+
+def compile_encoders(encoder: Encoder, contrast: MomentumContrast | None, backend: str = "inductor") -> None:
     """``run.compile``: the query encoder's layers and the key encoder's (see ``Encoder.compile_layers``)."""
-    encoder.compile_layers()
+    # torch._dynamo's recompile limit is one setting for the whole process, so it is raised
+    # here, where a run decides to compile, once, and never lowered: past the limit the
+    # layers' remaining forms would run uncompiled. Only a function that really meets more
+    # forms than the default makes more graphs.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, LAYER_GRAPHS)
+    encoder.compile_layers(backend)
     if contrast is not None and contrast.key_encoder is not None:
-        contrast.key_encoder.compile_layers()
+        contrast.key_encoder.compile_layers(backend)
 
 
 FILLERS = {"mmlm": filler_mlm_batch, "tlm": filler_mlm_batch, "xlco": filler_contrast_batch}

@@ -283,8 +283,10 @@ class Trainer:
         cfg = self.config.model
         # Chosen once, here: every encoder the run builds from this one (the key encoder) keeps them.
         fast = FastPaths.training(single_process=not self.world.distributed) if self.config.run.fast_paths else FastPaths.plain()
+        # The key encoder, built from this one, runs without gradients: nothing to recompute.
+        checkpointing = self.config.run.activation_checkpointing
         if cfg.init:
-            encoder = encoder_to_continue(cfg.init, fast)
+            encoder = encoder_to_continue(cfg.init, fast, activation_checkpointing=checkpointing)
             if encoder.config.vocab_size != self.store.vocab_size:
                 raise TrainingError(
                     f"--init {cfg.init}: vocabulary of {encoder.config.vocab_size} pieces, but the store "
@@ -292,12 +294,10 @@ class Trainer:
                 )
         else:
             config = EncoderConfig.preset(cfg.size, vocab_size=self.store.vocab_size, **cfg.overrides)
-            encoder = Encoder(config, fast)
+            encoder = Encoder(config, fast, activation_checkpointing=checkpointing)
             encoder.reset_parameters(cfg.init_scheme)
         encoder.set_dropout(cfg.dropout)
         encoder.pooler.requires_grad_(False)  # not trained by any objective; kept for checkpoints
-        if self.config.run.activation_checkpointing:  # the key encoder, a copy, runs without gradients
-            encoder.checkpoint_activations()
         return encoder
 
     def _choose_max_tokens(self, first_step: int) -> None:
@@ -756,9 +756,14 @@ def _refuse_stop_at_behind(run_dir: Path, stop_at: int | None, max_steps: int) -
     raise RunStopped(run_dir, step, max_steps, reason)
 
 
-def encoder_to_continue(init: str | Path, fast_paths: FastPaths = FastPaths()) -> Encoder:
+def encoder_to_continue(
+    init: str | Path, fast_paths: FastPaths = FastPaths(), *, activation_checkpointing: bool = False
+) -> Encoder:
     """``model.init``: a Hugging Face XLM-R directory, a sentence-transformers export (its
     Transformer module's weights) or a run directory (the weights of its latest checkpoint, as
-    `infoxlm export` writes them, without its optimizer state); see model_source.py."""
+    `infoxlm export` writes them, without its optimizer state); see model_source.py. Built with
+    ``fast_paths`` and ``activation_checkpointing`` (see ``Encoder``)."""
     with open_model(init, flag="--init") as model:
-        return Encoder.from_pretrained(model.directory, fast_paths=fast_paths)
+        return Encoder.from_pretrained(
+            model.directory, fast_paths=fast_paths, activation_checkpointing=activation_checkpointing
+        )
