@@ -26,10 +26,30 @@ def test_cpu_tensors_take_the_plain_path(monkeypatch):
 
     monkeypatch.setattr(vocab_loss, "_fused_token_cross_entropy", refuse)
     logits, targets = torch.randn(3, 5, requires_grad=True), torch.tensor([0, 4, 2])
-    token_cross_entropy(logits, targets).sum().backward()
+    token_cross_entropy(logits, targets, fused=True).sum().backward()
     expected = torch.softmax(logits.detach(), 1) - F.one_hot(targets, 5)
     torch.testing.assert_close(logits.grad, expected)
-    torch.testing.assert_close(plain_token_cross_entropy(logits, targets), token_cross_entropy(logits, targets))
+    torch.testing.assert_close(plain_token_cross_entropy(logits, targets), token_cross_entropy(logits, targets, fused=True))
+
+
+def test_the_fused_kernels_run_only_when_asked_for(monkeypatch):
+    """Where the kernels run (made to look so on a CPU), the default is still the plain
+    function: the caller's fast paths (``FastPaths.fused_vocab_loss``) choose, nothing else."""
+    import infoxlm.objectives.vocab_loss as vocab_loss
+
+    calls = []
+
+    def spy(logits, targets):
+        calls.append(tuple(logits.shape))
+        return plain_token_cross_entropy(logits, targets)
+
+    monkeypatch.setattr(vocab_loss, "fused_kernels_run_on", lambda logits: True)
+    monkeypatch.setattr(vocab_loss, "_fused_token_cross_entropy", lambda: spy)
+    logits, targets = torch.randn(3, 5), torch.tensor([0, 4, 2])
+    plain = token_cross_entropy(logits, targets)
+    assert calls == []
+    torch.testing.assert_close(token_cross_entropy(logits, targets, fused=True), plain)
+    assert calls == [(3, 5)]
 
 
 def test_a_compile_that_fails_falls_back_to_the_plain_function_with_one_warning(monkeypatch):

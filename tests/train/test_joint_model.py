@@ -7,8 +7,10 @@ parameters a step's objectives miss touched in the graph (zero gradients), not e
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import io
 
 import pytest
 import torch
@@ -20,8 +22,13 @@ from infoxlm.data.batching import filler_contrast_batch, filler_mlm_batch
 from infoxlm.model.config import EncoderConfig
 from infoxlm.model.encoder import Encoder
 from infoxlm.model.fast_paths import FastPaths
+from infoxlm.objectives import vocab_loss
 from infoxlm.objectives.xlco import MomentumContrast
+from infoxlm.train.config import apply_overrides, preset
 from infoxlm.train.joint_model import JointModel
+from infoxlm.train.loop import Trainer
+
+from test_loop import structured_store
 
 
 def _parts(seed: int = 0, fast_paths: FastPaths = FastPaths.training(single_process=True), checkpointing: bool = False):
@@ -201,3 +208,29 @@ def test_a_filler_runs_the_modules_but_counts_nothing_and_queues_no_key():
     assert all(g is not None and float(g.abs().sum()) == 0 for g in grads)
     keys = model(keys_of=filler_contrast_batch()).keys
     assert keys.shape == (0, encoder.config.hidden_size)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return structured_store(tmp_path_factory.mktemp("fused-loss") / "store")
+
+
+@pytest.mark.parametrize("fast_paths, fused_runs", [("false", False), ("true", True)])
+def test_run_fast_paths_false_never_calls_the_fused_cross_entropy(store, tmp_path, monkeypatch, fast_paths, fused_runs):
+    """The fused vocabulary cross-entropy is a fast path like the others: made to look as if
+    its kernels ran here (a CPU has no Triton), a training step calls them for its masked-LM
+    losses with the fast paths on, and never with run.fast_paths=false."""
+    calls = []
+
+    def spy(logits, targets):  # the fused kernels' result, computed plainly
+        calls.append(tuple(logits.shape))
+        return vocab_loss.plain_token_cross_entropy(logits, targets)
+
+    monkeypatch.setattr(vocab_loss, "fused_kernels_run_on", lambda logits: True)
+    monkeypatch.setattr(vocab_loss, "_fused_token_cross_entropy", lambda: spy)
+    config = apply_overrides(preset("test"), [f"run.fast_paths={fast_paths}", "optim.max_steps=1"])
+    with contextlib.redirect_stdout(io.StringIO()):
+        trainer = Trainer(config, store, tmp_path / "run", progress=False)
+    metrics = trainer.train_step()
+    assert metrics["loss/mmlm"] > 0 and metrics["loss/tlm"] > 0  # the step computed masked-LM losses
+    assert bool(calls) is fused_runs, calls

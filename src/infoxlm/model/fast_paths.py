@@ -1,8 +1,9 @@
-"""Which of the encoder's fast paths run: one frozen object, chosen when an encoder is built.
+"""Which fast paths run: one frozen object, chosen when an encoder is built.
 
 Every fast path computes what the plain path computes (each has a test against it); they
 differ in time and memory only. An encoder is built with its ``FastPaths`` and keeps them:
 nothing switches a path later, so reading ``Encoder`` top to bottom tells what a run does.
+The losses over its outputs read them there too (``encoder.fast_paths``).
 
 - ``skip_padding``: position-wise parts (embeddings, projections, feed-forward, LayerNorms)
   on the real tokens of a padded batch only (see packing.py); outputs at padding positions
@@ -19,6 +20,9 @@ nothing switches a path later, so reading ``Encoder`` top to bottom tells what a
   in the autocast dtype; off, fp32 as plain autocast keeps them (see layer_norm.py).
 - ``padded_vocabulary``: on a GPU, the MLM head's product pads the vocabulary to a multiple
   of 64 (see mlm_head.py); the loss gives the padding probability 0.
+- ``fused_vocab_loss``: on a GPU, the masked-LM loss's cross-entropy over the vocabulary in
+  two one-pass Triton kernels, where they run (objectives/vocab_loss.py); off, the plain
+  ``F.cross_entropy`` in fp32.
 
 >>> FastPaths.training(single_process=True).word_grad_in_place
 True
@@ -28,7 +32,7 @@ False
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 __all__ = ["FastPaths"]
 
@@ -41,11 +45,12 @@ class FastPaths:
     varlen_attention: bool = True
     low_precision_residual: bool = True
     padded_vocabulary: bool = True
+    fused_vocab_loss: bool = True
 
     @classmethod
     def plain(cls) -> "FastPaths":
         """The reference computation: no fast path at all (``run.fast_paths=false``)."""
-        return cls(False, False, False, False, False, False)
+        return cls(**{field.name: False for field in fields(cls)})
 
     @classmethod
     def training(cls, single_process: bool) -> "FastPaths":

@@ -16,7 +16,8 @@ the gradient once:
 Columns holding −inf (the padded vocabulary) get probability 0 and gradient 0 exactly.
 Arithmetic is fp32 throughout; the loss agrees with ``F.cross_entropy`` on the fp32 logits to
 fp32 rounding (tests/gpu/test_fast_path_cuda.py). Targets must lie in [0, V): there is no
-``ignore_index``. Needs CUDA and Triton; ``vocab_loss.token_cross_entropy`` decides when it runs.
+``ignore_index``. Needs CUDA and Triton; ``FastPaths.fused_vocab_loss`` chooses it and
+``vocab_loss.token_cross_entropy`` runs it where it works.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ that reads each row once (online log-sum-exp in fp32) and a backward kernel that
 softmax − one-hot in the logits' dtype. The arithmetic is the same fp32 log-sum-exp, so the loss agrees with the plain one to
 fp32 rounding (tests/gpu/test_fast_path_cuda.py); benchmarks/vocab_loss.py compares it with
 the plain function and ``torch.compile`` of it (BENCHMARKS.md, "Vocabulary loss kernels"). On a CPU, the plain function runs.
+Which one a run takes is a fast path (``FastPaths.fused_vocab_loss``), chosen with the others.
 """
 
 from __future__ import annotations
@@ -75,14 +76,19 @@ def _fused_runs_on(logits: torch.Tensor) -> bool:
     return _fused_works[key]
 
 
-def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, fused: bool | None = None) -> torch.Tensor:
+def fused_kernels_run_on(logits: torch.Tensor) -> bool:
+    """Whether the Triton kernels can take ``logits``: CUDA tensors, Triton installed, and a
+    trial run on their device and dtype worked (else one warning saying why)."""
+    return logits.is_cuda and _triton_available() and _fused_runs_on(logits)
+
+
+def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, fused: bool = False) -> torch.Tensor:
     """Cross-entropy of each row of ``logits`` (N, V) against ``targets`` (N,) in [0, V): (N,) fp32.
 
-    ``fused``: use the Triton kernels. Default: on CUDA tensors where Triton is installed
-    and a trial run worked (else the plain function, with one warning saying why).
+    ``fused``: the Triton kernels where ``fused_kernels_run_on`` the logits, else the plain
+    function; off (the default), the plain function. Training passes its
+    ``FastPaths.fused_vocab_loss``, so ``run.fast_paths=false`` never runs the kernels.
     """
-    if fused is None:
-        fused = logits.is_cuda and _triton_available() and _fused_runs_on(logits)
-    if fused:
+    if fused and fused_kernels_run_on(logits):
         return _fused_token_cross_entropy()(logits, targets)
     return plain_token_cross_entropy(logits, targets)

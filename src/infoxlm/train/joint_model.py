@@ -46,7 +46,7 @@ class JointModel(nn.Module):
     encoder has the same): on real tokens only, the top layer on the rows the losses read, the
     in-place word gradient (a single process only), and on a GPU the head's product padded
     to a multiple of 64 columns (``padded_vocab_logits``; the loss gives the padding
-    probability 0).
+    probability 0) and the cross-entropy over it in fused kernels (``fused_vocab_loss``).
     """
 
     def __init__(self, encoder: Encoder, contrast: MomentumContrast | None):
@@ -74,7 +74,8 @@ class JointModel(nn.Module):
         vocab_multiple = VOCAB_MULTIPLE_ON_GPU if states.is_cuda and self.encoder.fast_paths.padded_vocabulary else 1
         logits = self.encoder.lm_head(states, vocab_multiple=vocab_multiple)  # (ΣN_i, V), or V padded
         targets = torch.cat([b.targets for b in batches]) if len(batches) > 1 else batches[0].targets  # (ΣN_i,)
-        per_token = token_cross_entropy(logits, targets)  # (ΣN_i,) fp32; fused kernels on a GPU
+        fused = self.encoder.fast_paths.fused_vocab_loss  # the Triton kernels, where they run (a GPU)
+        per_token = token_cross_entropy(logits, targets, fused=fused)  # (ΣN_i,) fp32
         return [part.sum() for part in per_token.split([h.shape[0] for h in hidden])]
 
     def unreached_parameters(self, mlm: bool, xlco: bool) -> list[nn.Parameter]:
