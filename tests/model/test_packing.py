@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from infoxlm.model.packing import Packing, select_rows
 
@@ -35,6 +36,21 @@ def test_pack_then_pad_restores_real_tokens_and_zeroes_the_padding():
     assert torch.equal(packed, x[real])  # row-major order
     padded = packing.pad(packed)
     assert torch.equal(padded[real], x[real]) and padded[~real].abs().sum() == 0
+
+
+def test_pad_writes_its_zeros_once_and_hands_the_gradient_back_to_the_real_tokens():
+    # pad fills a fresh (B·T, d) buffer and copies the real rows in: no clone of the zeros
+    # (the out-of-place index_copy made one, a third write of the padded layout per call).
+    lengths, width = [3, 5, 2], 5
+    packing = Packing.of(_mask(lengths, width))
+    packed = torch.randn(10, 4, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        padded = packing.pad(packed)
+    ops = {event.name for event in prof.events()}
+    assert "aten::clone" not in ops and "aten::copy_" not in ops, sorted(ops)
+    weights = torch.randn(3, width, 4)
+    (padded * weights).sum().backward()
+    assert torch.equal(packed.grad, weights[_mask(lengths, width).bool()])
 
 
 def test_select_rows_gradient_lands_on_the_selected_rows_only():

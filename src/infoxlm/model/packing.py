@@ -98,7 +98,9 @@ class Packing:
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
         """(n, ...) → (B, T, ...), zeros at the padding."""
-        flat = x.new_zeros(self.batch * self.length, *x.shape[1:]).index_copy(0, self.rows, x)
+        # In place into the fresh zeros: the out-of-place index_copy would first clone them
+        # (one more write of B·T rows); autograd differentiates both alike (IndexCopyBackward).
+        flat = x.new_zeros(self.batch * self.length, *x.shape[1:]).index_copy_(0, self.rows, x)
         return flat.view(self.batch, self.length, *x.shape[1:])
 
     def sequence_means(self, x: torch.Tensor) -> torch.Tensor:
