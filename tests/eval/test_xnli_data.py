@@ -65,8 +65,13 @@ def test_xnli_tsv_errors_name_file_and_line(tmp_path):
     headless = write_tsv(tmp_path / "headless.tsv", [xnli_row("en", "neutral", "a", "b")])
     with pytest.raises(XNLIDataError, match=r"headless\.tsv:1: header .* lacks language"):
         read_xnli_tsv(headless)
-    with pytest.raises(XNLIDataError, match="no such XNLI file"):
+    with pytest.raises(XNLIDataError, match=r"missing\.tsv: no such file; expected an XNLI \.tsv file$"):
         read_xnli_tsv(tmp_path / "missing.tsv")
+    with pytest.raises(XNLIDataError, match=f"{tmp_path}: is a directory; expected an XNLI \\.tsv file$"):
+        read_xnli_tsv(tmp_path)
+    (tmp_path / "latin1.tsv").write_bytes(b"language\tgold_label\tsentence1\tsentence2\nen\tneutral\tcaf\xe9\tb\n")
+    with pytest.raises(XNLIDataError, match=r"latin1\.tsv: not UTF-8 \(byte 54\); expected an XNLI \.tsv file$"):
+        read_xnli_tsv(tmp_path / "latin1.tsv")
     with pytest.raises(XNLIDataError, match="no fr examples"):
         read_xnli_tsv(write_tsv(tmp_path / "ok.tsv", [XNLI_HEADER, xnli_row("en", "neutral", "a", "b")]), ["fr"])
     with pytest.raises(XNLIDataError, match="XNLI language 'jp'"):

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable
 
-from infoxlm.errors import DataError
+from infoxlm.errors import DataError, file_error
 
 __all__ = [
     "COMPRESSION_SUFFIXES",
@@ -185,12 +185,8 @@ def read_error(path: Path, exc: BaseException, line: int | None = None) -> DataE
 def _open_raw(path: Path) -> IO[bytes]:
     try:
         return open(path, "rb")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file; expected a UTF-8 text file") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory; expected a UTF-8 text file") from None
     except OSError as exc:
-        raise DataError(f"{path}: cannot open ({exc.strerror or exc}); expected a readable text file") from None
+        raise file_error(path, exc, "a UTF-8 text file", DataError) from None
 
 
 def open_binary(path: PathLike) -> IO[bytes]:

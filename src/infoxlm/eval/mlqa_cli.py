@@ -36,8 +36,8 @@ def run_mlqa_score(args: argparse.Namespace) -> int:
     from .mlqa_metric import check_language, score_mlqa
 
     check_language(args.lang)  # before reading files, so a typo fails fast
-    dataset = read_json(args.data, "MLQA data file")
-    predictions = read_json(args.predictions, "prediction file")
+    dataset = read_json(args.data, "an MLQA data file")
+    predictions = read_json(args.predictions, "a prediction file")
     score = score_mlqa(
         dataset, predictions, args.lang, data_name=str(args.data), predictions_name=str(args.predictions)
     )

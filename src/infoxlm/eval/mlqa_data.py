@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import EvalDataError
+from ..errors import EvalDataError, file_error
 from .mlqa_metric import MLQA_LANGUAGES
 
 MLQA_SPLITS = ("dev", "test")
@@ -45,17 +45,14 @@ class QAExample:
     answer_starts: tuple[int, ...]
 
 
-def read_json(path: str | Path, what: str = "JSON file") -> Any:
-    """Parse a JSON file; a missing file or bad JSON is an error naming the file (and line:column)."""
+def read_json(path: str | Path, expected: str = "a JSON file") -> Any:
+    """Parse a JSON file; a missing file or bad JSON is an error naming the file (and line:column)
+    and, for a file that cannot be read, what was ``expected`` ("a prediction file")."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MLQADataError(f"{path}: no such {what}") from None
-    except IsADirectoryError:
-        raise MLQADataError(f"{path}: is a directory, expected a {what}") from None
-    except UnicodeDecodeError as err:
-        raise MLQADataError(f"{path}: not UTF-8 (byte {err.start})") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise file_error(path, err, expected, MLQADataError) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -95,7 +92,7 @@ def parse_squad(dataset_json: Any, source: str = "dataset") -> list[QAExample]:
 
 def read_squad(path: str | Path) -> list[QAExample]:
     """Examples of a SQuAD v1.1-format file (SQuAD train/dev, any MLQA file)."""
-    return parse_squad(read_json(path, "SQuAD/MLQA JSON file"), str(path))
+    return parse_squad(read_json(path, "a SQuAD/MLQA JSON file"), str(path))
 
 
 def misplaced_answers(examples: list[QAExample]) -> list[tuple[QAExample, str]]:

@@ -25,7 +25,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from ..corpus.inputs import HubDataset
 from ..corpus.record_files import load_hub_dataset
-from ..errors import EvalDataError
+from ..errors import EvalDataError, file_error
 
 XNLI_LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
 LABELS = ("entailment", "neutral", "contradiction")
@@ -61,12 +61,8 @@ def _tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
                 line = line.rstrip("\n").rstrip("\r")
                 if line:
                     yield number, line.split("\t")
-    except FileNotFoundError:
-        raise XNLIDataError(f"{path}: no such XNLI file") from None
-    except IsADirectoryError:
-        raise XNLIDataError(f"{path}: is a directory, expected an XNLI .tsv file") from None
-    except UnicodeDecodeError as err:
-        raise XNLIDataError(f"{path}: not UTF-8 (byte {err.start} of the file)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise file_error(path, err, "an XNLI .tsv file", XNLIDataError) from None
 
 
 def _label(path: Path, number: int, value: str) -> int:

@@ -49,7 +49,7 @@ class QAData:
 
     def __init__(self, path: Path):
         self.path = path
-        self.json = read_json(path, "MLQA file")
+        self.json = read_json(path, "an MLQA file")
         self.examples: list[QAExample] = parse_squad(self.json, str(path))
 
 
