@@ -30,8 +30,9 @@ sys.path[:0] = [str(TESTS), str(TESTS / "train")]
 
 from test_loop import GOLDEN_OVERRIDES, losses, structured_store  # noqa: E402
 
-from infoxlm.train.config import apply_overrides, preset  # noqa: E402
+from infoxlm.train.config import apply_overrides  # noqa: E402
 from infoxlm.train.loop import pretrain  # noqa: E402
+from infoxlm.train.presets import preset  # noqa: E402
 
 
 def run(store: Path, out: Path, seed: int, bf16: bool, plain: bool) -> str:

@@ -28,6 +28,7 @@ from infoxlm.demo.settings import FULL, PAPER
 from infoxlm.eval.tatoeba import evaluate_tatoeba, resolve_languages
 from infoxlm.model.encoder import Encoder
 from infoxlm.tokenizer import Tokenizer
+from infoxlm.train.config import apply_overrides
 from infoxlm.train.contrast_recipes import CONTRAST_RECIPES, recipe_overrides
 from infoxlm.train.export import export
 from infoxlm.train.loop import pretrain
@@ -57,7 +58,7 @@ def main() -> None:
     shutil.rmtree(out, ignore_errors=True)
     budget = [f"optim.max_steps={args.steps}", f"run.save_every={args.steps}"]
     recipe = recipe_overrides(args.contrast) if args.contrast else []
-    config = train_config(settings, 0, [*budget, *recipe, *args.overrides])
+    config = apply_overrides(train_config(settings, 0), [*budget, *recipe, *args.overrides])
     started = time.perf_counter()
     try:
         run = pretrain(config, store, out / "run", progress=False)

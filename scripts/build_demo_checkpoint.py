@@ -35,12 +35,13 @@ from safetensors.torch import load_file, save_file
 
 from infoxlm.corpus.prepare import prepare_monolingual
 from infoxlm.demo import corpus
-from infoxlm.demo.checkpoint import CARD_NAME, TRAINING_OVERRIDES, UNIVERSAL_LAYER
+from infoxlm.demo.checkpoint import CARD_NAME, UNIVERSAL_LAYER
 from infoxlm.demo.run import FULL, learn_vocabulary, training_text
 from infoxlm.model.hub import WEIGHTS_NAME, record_contrast_layer
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import apply_overrides
 from infoxlm.train.export import export
 from infoxlm.train.loop import pretrain
+from infoxlm.train.presets import preset
 from infoxlm.train.stopping import RunStopped
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         inputs = [p for p in (text["mono"].get(lang), text["sides"].get(lang)) if p is not None]
         prepare_monolingual(lang, inputs, tokenizer, store, show_progress=False)
 
-    config = preset("demo")
-    overrides = [*TRAINING_OVERRIDES, f"run.seed={args.seed}", *args.overrides]
+    config = preset("demo-checkpoint")  # the recipe (train/presets.py)
+    overrides = [f"run.seed={args.seed}", *args.overrides]
     if args.steps is not None:
         overrides += [f"optim.max_steps={args.steps}", f"run.save_every={args.steps}"]
     apply_overrides(config, overrides)
@@ -110,7 +111,7 @@ def _write_card(directory: Path, config, overrides: list[str], seconds: float, m
 The encoder `infoxlm demo --setting paper` continues, standing in for XLM-R: an XLM-R-shaped
 encoder ({model.size}: 4 layers × 256, 4 heads, vocabulary 8,000) pre-trained from scratch
 with **multilingual masked language modelling only** by `scripts/build_demo_checkpoint.py`
-(`infoxlm pretrain --preset demo` with `{' '.join(overrides)}`).
+(`infoxlm pretrain --preset demo-checkpoint` with `{' '.join(overrides)}`).
 
 - Training text: the demo corpus's monolingual text in English and 14 languages (ar bg de el
   es fr hi ru sw th tr ur vi zh) and each side of its training pairs as monolingual text of its

@@ -89,8 +89,9 @@ def tiny_run(tiny_model_dir, tmp_path_factory):
     import io
 
     from infoxlm.corpus.prepare import prepare_monolingual, prepare_parallel
-    from infoxlm.train.config import apply_overrides, preset
+    from infoxlm.train.config import apply_overrides
     from infoxlm.train.loop import pretrain
+    from infoxlm.train.presets import preset
 
     root = tmp_path_factory.mktemp("tiny-run")
     tokenizer = tiny_model_dir.parent / "tokenizer"

@@ -56,7 +56,7 @@ def test_help_version_and_argument_errors_import_no_torch():
      "infoxlm pretrain: error: unrecognized arguments: --ouput r; did you mean --output? (see infoxlm pretrain --help)"),
     (["pretrain", "--preset", "test", "--lr", "3"], "infoxlm pretrain: error: unrecognized arguments: --lr 3 (see infoxlm pretrain --help)"),
     (["pretrian"], "did you mean 'pretrain'? (see infoxlm --help)"),
-    (["pretrain", "--preset", "bse"], "(choose from 'base', 'demo', 'large', 'scratch-base', 'test', 'xl', 'xxl'); did you mean 'base'?"),
+    (["pretrain", "--preset", "bse"], "(choose from 'base', 'demo', 'demo-checkpoint', 'demo-quick', 'large', 'paper-demo', 'paper-demo-quick', 'scratch-base', 'test', 'xl', 'xxl'); did you mean 'base'?"),
 ])
 def test_a_mistyped_flag_or_choice_gets_the_nearest_valid_one(argv, message, capsys):
     """The subcommand's parser reports its own unknown flags (argparse would have the top-level
@@ -108,7 +108,7 @@ def test_the_parsers_offer_the_registries_names():
     from infoxlm.bench.sizes import SIZES
     from infoxlm.cli_args import BENCH_SIZE_NAMES, OBJECTIVE_NAMES, PRESET_NAMES, PRESET_PURPOSES
     from infoxlm.data.pipeline import OBJECTIVES
-    from infoxlm.train.config import PRESETS
+    from infoxlm.train.presets import PRESETS
 
     assert PRESET_NAMES == tuple(sorted(PRESETS))
     assert sorted(PRESET_PURPOSES) == sorted(PRESETS)

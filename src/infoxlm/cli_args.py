@@ -16,15 +16,23 @@ from collections.abc import Iterable
 from pathlib import Path
 
 # The names the parsers offer as choices, written out here because the registries that define
-# them (train/config.py's presets, bench/sizes.py's sizes, data/pipeline.py's objectives)
+# them (train/presets.py's presets, bench/sizes.py's sizes, data/pipeline.py's objectives)
 # import torch, which costs seconds that `--help` and a mistyped argument must not cost; the
 # handlers use the registries themselves (tests/test_cli.py checks these lists against them).
-PRESET_NAMES = ("base", "demo", "large", "scratch-base", "test", "xl", "xxl")
+PRESET_NAMES = (
+    "base", "demo", "demo-checkpoint", "demo-quick", "large", "paper-demo", "paper-demo-quick", "scratch-base", "test",
+    "xl", "xxl",
+)  # fmt: skip
 # What each preset is for and where it runs, smallest first: pretrain's error when --preset is
 # missing lists them (a default preset would run base's 150,000 steps on a laptop).
 PRESET_PURPOSES = {
     "test": "seconds on a CPU; a tiny model to try the commands",
-    "demo": "minutes on a CPU; the demo's 4 × 256 model",
+    "demo-quick": "seconds on a CPU; what infoxlm demo --quick trains, the demo's recipe on a tiny model",
+    "paper-demo-quick": "seconds on a CPU; what infoxlm demo --setting paper --quick trains, paper-demo for 3 steps",
+    "demo": "minutes on a CPU; the demo's 4 × 256 model, what infoxlm demo trains",
+    "paper-demo": "minutes on a CPU; what infoxlm demo --setting paper trains: the shipped 4 × 256 masked LM "
+    "continued with the paper's recipe, scaled",
+    "demo-checkpoint": "17 minutes on a CPU; the shipped masked LM's recipe, MMLM only, as scripts/build_demo_checkpoint.py trains it",
     "scratch-base": "the paper's from-scratch recipe, 12 × 768; GPUs",
     "base": "continues XLM-R base, needs --init; the paper's main setting; GPUs",
     "large": "continues XLM-R large, needs --init; GPUs",

@@ -17,7 +17,7 @@ import pytest
 from infoxlm.demo.run import FULL, MODELS, QUICK, DemoError, run_demo, train_config
 from infoxlm.train.checkpoint import list_checkpoints
 
-QUICK_STEPS = train_config(QUICK, 0, []).optim.max_steps
+QUICK_STEPS = train_config(QUICK, 0).optim.max_steps
 
 pytestmark = pytest.mark.slow  # end-to-end runs and subprocesses
 
@@ -147,7 +147,7 @@ def test_cli_help_names_the_options():
 @pytest.mark.parametrize("settings", [FULL, QUICK], ids=["full", "quick"])
 def test_the_two_models_differ_only_in_xlco(settings):
     """The −XLCO ablation: same data, steps, seed and MLM batches; no XLCO batch."""
-    configs = {name: train_config(settings, 0, extra).to_dict() for name, (_, extra) in MODELS.items()}
+    configs = {name: train_config(settings, 0, changes).to_dict() for name, (_, changes) in MODELS.items()}
     with_xlco, without = configs["infoxlm"], configs["no-xlco"]
     assert with_xlco["data"].pop("xlco_batch_size") > 0 and without["data"].pop("xlco_batch_size") == 0
     assert with_xlco == without

@@ -23,7 +23,7 @@ NAMES = ("infoxlm", "no-xlco", "no-tlm", "no-mixup", "no-momentum", "last-layer"
 
 
 def _configs(settings):
-    return {name: train_config(settings, 0, extra).to_dict() for name, _, extra in settings.models}
+    return {name: train_config(settings, 0, changes).to_dict() for name, _, changes in settings.models}
 
 
 def test_the_paper_setting_trains_the_issue_s_six_models_from_the_checkpoint():
@@ -38,7 +38,7 @@ def test_the_paper_setting_trains_the_issue_s_six_models_from_the_checkpoint():
 def test_the_paper_setting_departs_from_the_base_preset_only_where_it_says():
     """The base preset is the paper's recipe; PAPER changes its scale and, documented, the
     contrast's vector, negatives, key-encoder momentum and the learning rate. Nothing else."""
-    from infoxlm.train.config import preset
+    from infoxlm.train.presets import preset
 
     recipe, paper = _configs(PAPER)["infoxlm"], preset("base").to_dict()
     changed = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infoxlm.eval.plots import bars_figure, layerwise_figure, plot_bars, plot_layerwise
+from infoxlm.eval.plots import bars_figure, layerwise_figure, losses_figure, plot_bars, plot_layerwise, plot_losses
 
 pytest.importorskip("matplotlib")
 
@@ -35,3 +35,17 @@ def test_the_bars_legend_leaves_the_average_bars_visible(tmp_path):
     assert fig.axes[0].get_ylim() == (0.0, 100.0)
     assert _legend_clear_of_the_axes(fig)
     assert plot_bars(columns, series, tmp_path / "b.png", "accuracy (%)", "XNLI").stat().st_size > 1000
+
+
+def test_the_loss_figure_has_a_panel_per_objective_and_a_line_per_run_that_has_points(tmp_path):
+    """The demo's loss.png: −XLCO logs no XLCO loss, so its XLCO panel holds InfoXLM's line only."""
+    curves = {
+        "InfoXLM": {"MMLM": [(1, 7.0), (2, 6.5)], "TLM": [(1, 7.1), (2, 6.6)], "XLCO": [(1, 4.0), (2, 3.0)]},
+        "−XLCO": {"MMLM": [(1, 7.0), (2, 6.4)], "TLM": [(1, 7.1), (2, 6.5)], "XLCO": []},
+    }
+    fig = losses_figure(curves, ["MMLM", "TLM", "XLCO"])
+    assert [ax.get_title() for ax in fig.axes] == ["MMLM", "TLM", "XLCO"]
+    assert [len(ax.get_lines()) for ax in fig.axes] == [2, 2, 1]
+    assert list(fig.axes[2].get_lines()[0].get_ydata()) == [4.0, 3.0]
+    assert plot_losses(curves, ["MMLM", "TLM", "XLCO"], tmp_path / "loss.png").stat().st_size > 1000
+

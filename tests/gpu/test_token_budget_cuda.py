@@ -8,10 +8,11 @@ import io
 import pytest
 import torch
 
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import apply_overrides
 from infoxlm.train.loop import Trainer
 from infoxlm.train.joint_step import computes_in_bf16
 from infoxlm.train.parallelism import is_sharded
+from infoxlm.train.presets import preset
 from infoxlm.train.token_budget import LADDER, peak_estimate
 
 from training_stores import build_store

@@ -310,7 +310,8 @@ def test_a_ctrl_c_that_library_code_swallows_still_ends_the_run(store, tmp_path,
     loop must still stop at the next step boundary."""
     from infoxlm import interrupt
     from infoxlm.train import loop
-    from infoxlm.train.config import apply_overrides, preset
+    from infoxlm.train.config import apply_overrides
+    from infoxlm.train.presets import preset
 
     real_step = loop.Trainer.train_step
     calls = []
@@ -360,8 +361,9 @@ def test_an_intermediate_export_of_non_finite_weights_stops_the_run(store, tmp_p
     import contextlib
     import io
 
-    from infoxlm.train.config import apply_overrides, preset
+    from infoxlm.train.config import apply_overrides
     from infoxlm.train.loop import Trainer, TrainingError
+    from infoxlm.train.presets import preset
 
     cfg = apply_overrides(preset("test"), ["optim.max_steps=2", "run.export_every=1"])
     with contextlib.redirect_stdout(io.StringIO()):

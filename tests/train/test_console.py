@@ -13,7 +13,8 @@ import torch
 
 from infoxlm.cli import main
 from infoxlm.train.console import config_summary, finished_lines, step_line
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import apply_overrides
+from infoxlm.train.presets import preset
 
 from training_stores import random_documents, random_pairs, write_mono, write_parallel, write_store
 

@@ -10,8 +10,8 @@ import pytest
 
 from infoxlm.cli import main
 from infoxlm.model.hub import record_contrast_layer
-from infoxlm.train.config import preset
 from infoxlm.train.continuation import CONTINUING_PRESETS, from_scratch_command
+from infoxlm.train.presets import preset
 
 from training_stores import build_store
 

@@ -104,9 +104,10 @@ def test_the_training_log_counts_the_flops_the_benchmark_counts(tmp_path):
 
     from infoxlm.data.pipeline import DataPipeline
     from infoxlm.data.store import TokenStore
-    from infoxlm.train.config import apply_overrides, preset, resolve_config
+    from infoxlm.train.config import apply_overrides, resolve_config
     from infoxlm.train.flops import step_data_flops
     from infoxlm.train.loop import pretrain
+    from infoxlm.train.presets import preset
 
     from test_loop import structured_store
 

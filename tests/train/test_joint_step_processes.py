@@ -12,7 +12,8 @@ import pytest
 
 from infoxlm.data.pipeline import DataPipeline
 from infoxlm.data.store import TokenStore
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import apply_overrides
+from infoxlm.train.presets import preset
 
 from conftest import TINY_TEXT
 from test_joint_step_keys import IN_STEP, RECIPES

@@ -192,8 +192,9 @@ def test_export_converts_each_form(run, exported, tiny_model_dir, tmp_path, caps
 
 @pytest.mark.slow
 def test_init_from_a_run_checks_the_runs_tokenizer(run, tmp_path):
-    from infoxlm.train.config import apply_overrides, preset
+    from infoxlm.train.config import apply_overrides
     from infoxlm.train.loop import pretrain
+    from infoxlm.train.presets import preset
 
     config = apply_overrides(preset("test"), ["optim.max_steps=1", "contrast.layer=2", f"model.init={run}"])
     err = io.StringIO()

@@ -19,10 +19,11 @@ from safetensors.torch import load_file
 from infoxlm.data.pipeline import DataPipeline
 from infoxlm.data.store import TokenStore
 from infoxlm.train.checkpoint import checkpoint_path, list_checkpoints
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import apply_overrides
 from infoxlm.train.export import export
 from infoxlm.train.loop import Trainer, pretrain
 from infoxlm.train.parallelism import clip_gradients, fill_missing_gradients
+from infoxlm.train.presets import preset
 from infoxlm.train.stopping import RunStopped
 
 from test_loop import losses, structured_store

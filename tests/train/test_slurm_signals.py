@@ -24,8 +24,9 @@ from local_ports import free_port
 from test_loop import structured_store
 
 from infoxlm.train.checkpoint import list_checkpoints
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import apply_overrides
 from infoxlm.train.loop import pretrain
+from infoxlm.train.presets import preset
 
 pytestmark = [
     pytest.mark.slow,

@@ -9,8 +9,9 @@ import torch
 from infoxlm.cli import main
 from infoxlm.model.config import EncoderConfig
 from infoxlm.train import step_estimate
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import apply_overrides
 from infoxlm.train.flops import ModelShape
+from infoxlm.train.presets import preset
 from infoxlm.train.step_estimate import SLOW_STEP_S, SLOWEST_RATE, full_length_flops, slow_step_warning
 
 from training_stores import build_store

@@ -21,10 +21,11 @@ from test_run_lock import snapshot
 
 from infoxlm.cli import main
 from infoxlm.train.checkpoint import latest_checkpoint, list_checkpoints
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import apply_overrides
 from infoxlm.train.distributed import World
 from infoxlm.train.export import export
 from infoxlm.train.loop import pretrain
+from infoxlm.train.presets import preset
 from infoxlm.train.stopping import RunStopped, StopRequest
 
 OVERRIDES = ["optim.max_steps=8", "run.save_every=5", "model.dropout=0.1"]

@@ -1,10 +1,13 @@
 """The named benchmark sizes: model shape, sequence lengths, contrast settings, default batches.
 
-Lengths and contrast settings follow the training presets (``train/config.py``): ``base``
-and ``large`` are XLM-R base (12×768) and large (24×1024) with the 250,002-piece vocabulary,
-512-token MMLM blocks and TLM pairs, 256-token XLCO views, the universal layer 8 / 12 and a
-queue of 131,072 keys; ``demo`` is read off the ``demo`` preset and the demo's vocabulary (the
-step ``infoxlm demo`` trains); ``test`` runs in seconds.
+Each size is the training preset of its name (train/presets.py), read off it: the encoder,
+the sequence lengths and the contrast the trainer runs. ``base`` and ``large`` are XLM-R base
+(12×768) and large (24×1024) with the 250,002-piece vocabulary, 512-token MMLM blocks and TLM
+pairs, the universal layer 8 / 12 and a queue of 131,072 keys; ``demo`` is the step ``infoxlm
+demo`` trains, with the demo's vocabulary; ``test`` runs in seconds. What the benchmark
+chooses itself: the vocabulary of ``test``, XLCO views of 256 tokens at ``base`` and
+``large`` (the presets' 512 halved, ``--set data.xlco_max_length=256`` in training: every
+base and large figure was measured so), and the batches below.
 
 Default batches (examples per optimizer step for MMLM, TLM, XLCO) are small on a CPU, so
 that a ``base`` step takes seconds, and on a GPU a global batch of 256 examples per
@@ -20,12 +23,13 @@ global batch; the loss check runs each side on its own cut of the first step.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from ..demo.settings import FULL
 from ..errors import InfoXLMError
-from ..train.config import preset
+from ..train.presets import preset
 
 
 class BenchError(InfoXLMError):
@@ -60,9 +64,7 @@ class BenchSize:
     block_size: int
     tlm_max_length: int
     xlco_max_length: int
-    # XLCO's settings, as fields of train.config.ContrastConfig: layer, queue_size and momentum
-    # always; the paper's formulation for everything left out (the demo's size adds its own
-    # mean pooling, normalised vectors and in-batch negatives).
+    # XLCO's settings: every field of the preset's train.config.ContrastConfig.
     contrast: dict[str, Any]
     cpu: Batches
     cuda: Batches
@@ -86,18 +88,24 @@ class BenchSize:
         return self.cuda if device_type == "cuda" else self.cpu
 
 
-def _demo_size() -> BenchSize:
-    """The step ``infoxlm demo`` trains, read off the ``demo`` preset and the demo's vocabulary;
-    on a GPU, larger batches of the same recipe."""
-    config = preset("demo")
-    data, c = config.data, config.contrast
-    contrast = {
-        "layer": c.layer, "queue_size": c.queue_size, "momentum": c.momentum, "pooling": c.pooling,
-        "normalize": c.normalize, "temperature": c.temperature, "in_batch_negatives": c.in_batch_negatives,
-    }  # fmt: skip
+def _from_preset(name: str, vocab_size: int, *, xlco_max_length: int | None = None, **bench: Any) -> BenchSize:
+    """The size of preset ``name``: its encoder, sequence lengths (XLCO's unless given) and
+    contrast, with the benchmark's own vocabulary size, batches (``cpu``, ``cuda``), ``steps``
+    and ``warmup``."""
+    config = preset(name)
+    data = config.data
     return BenchSize(
-        "demo", config.model.size, FULL.vocab_size, data.block_size, data.tlm_max_length, data.xlco_max_length,
-        contrast,
+        name, config.model.size, vocab_size, data.block_size, data.tlm_max_length, xlco_max_length or data.xlco_max_length,
+        dataclasses.asdict(config.contrast), **bench,
+    )  # fmt: skip
+
+
+def _demo_size() -> BenchSize:
+    """The step ``infoxlm demo`` trains, with the demo's vocabulary, on a CPU the preset's own
+    batches; on a GPU, larger batches of the same recipe."""
+    data = preset("demo").data
+    return _from_preset(
+        "demo", FULL.vocab_size,
         cpu=Batches(data.mmlm_batch_size, data.tlm_batch_size, data.xlco_batch_size, data.max_tokens),
         cuda=Batches(256, 256, 512, 16384),
         steps={"cpu": 10, "cuda": 20}, warmup={"cpu": 2, "cuda": 3},
@@ -105,22 +113,21 @@ def _demo_size() -> BenchSize:
 
 
 SIZES: dict[str, BenchSize] = {
-    "test": BenchSize(
-        "test", "tiny", 1000, 32, 48, 24, {"layer": 1, "queue_size": 16, "momentum": 0.9},
-        cpu=Batches(4, 4, 4, 256), cuda=Batches(4, 4, 4, 256),
+    "test": _from_preset(
+        "test", 1000, cpu=Batches(4, 4, 4, 256), cuda=Batches(4, 4, 4, 256),
         steps={"cpu": 5, "cuda": 20}, warmup={"cpu": 1, "cuda": 3},
     ),
     "demo": _demo_size(),
-    "base": BenchSize(
-        "base", "base", 250_002, 512, 512, 256, {"layer": 8, "queue_size": 131_072, "momentum": 0.9999},
+    "base": _from_preset(
+        "base", 250_002, xlco_max_length=256,
         # Micro-batches of 98,304 tokens: larger micro-batches mean fewer, fuller products,
         # and this size still fits an 80 GB card (see BENCHMARKS.md, "GPU: one H100, base
         # and large").
         cpu=Batches(1, 2, 4, 1024), cuda=Batches(256, 256, 256, 98304, baseline_max_tokens=8192),
         steps={"cpu": 3, "cuda": 10}, warmup={"cpu": 1, "cuda": 2},
     ),
-    "large": BenchSize(
-        "large", "large", 250_002, 512, 512, 256, {"layer": 12, "queue_size": 131_072, "momentum": 0.999},
+    "large": _from_preset(
+        "large", 250_002, xlco_max_length=256,
         # Both sides live on one 80 GB card: infoxlm's 16,384-token micro-batches fit beside
         # the baseline's 8,192; 32,768 beside it, or the baseline at 16,384, do not (see
         # BENCHMARKS.md, "GPU: one H100, base and large").

@@ -56,7 +56,8 @@ def run_show(args: argparse.Namespace) -> int:
     from .show import render_step
     from ..data.store import TOKENIZER_DIR, StoreError, TokenStore
     from ..tokenizer import Tokenizer
-    from ..train.config import apply_overrides, load_config_file, preset, resolve_config
+    from ..train.config import apply_overrides, load_config_file, resolve_config
+    from ..train.presets import preset
 
     overrides = (load_config_file(args.config) if args.config else []) + args.overrides
     config = resolve_config(apply_overrides(preset(args.preset), overrides))

@@ -10,19 +10,6 @@ small pre-trained masked LM shipped beside it (made by ``scripts/build_demo_chec
 
 from __future__ import annotations
 
-from importlib import resources
-from pathlib import Path
+from ..shipped import shipped_dir
 
-from ..errors import DataError
-
-
-def shipped_dir(name: str, marker: str, what: str, script: str) -> Path:
-    """The package-data directory ``infoxlm/demo/NAME``, checked by the file ``marker`` in it;
-    ``what`` and ``script`` name it and its builder in the error when it is missing."""
-    path = Path(str(resources.files(__name__) / name))
-    if not (path / marker).is_file():
-        raise DataError(
-            f"{path}: {what} is missing (no {marker}); reinstall infoxlm, whose package data must "
-            f"include demo/{name}/*, or rebuild it with scripts/{script}"
-        )
-    return path
+__all__ = ["shipped_dir"]

@@ -38,9 +38,10 @@ import numpy as np
 import torch
 
 from ..corpus.prepare import prepare_monolingual, prepare_parallel
+from ..data.pipeline import OBJECTIVES
 from ..embedding import embed_layers
 from ..errors import InfoXLMError
-from ..eval.plots import plot_layerwise
+from ..eval.plots import plot_layerwise, plot_losses
 from ..eval.tatoeba import evaluate_tatoeba, resolve_languages
 from ..model.encoder import Encoder
 from ..model.fast_paths import FastPaths
@@ -48,19 +49,20 @@ from ..model.hub import read_contrast_layer
 from ..model.sentence_layer import default_layer
 from ..tokenizer import Tokenizer
 from ..tokenizer_training import train_tokenizer
-from ..train.config import apply_overrides, preset
+from ..train.config import TrainConfig, changed
 from ..train.export import export
 from ..train.loop import pretrain
+from ..train.presets import preset
 from . import corpus
 from .checkpoint import checkpoint_dir
-from .settings import FULL, PAPER, PAPER_QUICK, QUICK, DemoSettings
+from .settings import FULL, PAPER, PAPER_QUICK, QUICK, Changes, DemoSettings
 from .tables import format_tables
 
 __all__ = ["DemoSettings", "FULL", "QUICK", "PAPER", "MODELS", "run_demo", "format_tables"]
 
-# The default demo's two pre-training runs: directory name → (table label, overrides on top of
-# the settings). −XLCO keeps everything else (data, steps, seed, MMLM and TLM batches) identical.
-MODELS: dict[str, tuple[str, tuple[str, ...]]] = {name: (label, extra) for name, label, extra in FULL.models}
+# The default demo's two pre-training runs: directory name → (table label, changes to the
+# recipe). −XLCO keeps everything else (data, steps, seed, MMLM and TLM batches) identical.
+MODELS: dict[str, tuple[str, Changes]] = {name: (label, changes) for name, label, changes in FULL.models}
 # The starting point of a setting that continues the shipped checkpoint, evaluated beside the
 # models (XLM-R's row in the paper's tables).
 START = "start"
@@ -110,10 +112,10 @@ def run_demo(
     timings["data"] = time.perf_counter() - t
 
     models: dict[str, dict[str, Any]] = {}
-    for name, label, extra in settings.models:
+    for name, label, changes in settings.models:
         t = time.perf_counter()
         log(f"[demo] pre-training {label} ({name}) …")
-        run_dir = _pretrain(work / "runs" / name, store, settings, seed, extra, progress)
+        run_dir = _pretrain(work / "runs" / name, store, settings, seed, changes, progress)
         hf_dir = _export(run_dir, out / name)
         models[name] = {"label": label, "path": str(hf_dir), "run": str(run_dir), "pretrain_seconds": time.perf_counter() - t}
 
@@ -130,7 +132,7 @@ def run_demo(
 
     results = {
         "settings": {**settings.fingerprint(), "seed": seed},
-        "recipe": train_config(settings, seed, []).to_dict(),
+        "recipe": train_config(settings, seed).to_dict(),
         "models": models,
         "summary": _summary(models, settings.splits),
         "plots": _plots(out, models, settings.splits),
@@ -245,23 +247,20 @@ def _write_lines(path: Path, lines: list[str]) -> Path:
 # --- 2. pre-training ----------------------------------------------------------------------
 
 
-def train_config(settings: DemoSettings, seed: int, extra: Sequence[str]):
-    """The settings' preset + their overrides + the model's own (−XLCO: no XLCO batch), from
-    the shipped checkpoint where the settings continue it."""
-
-    config = preset(settings.preset)
-    start = []
-    if settings.from_checkpoint:  # its universal layer is recorded with it (its model card says how chosen)
-        start = [f"model.init={checkpoint_dir()}", f"contrast.layer={read_contrast_layer(checkpoint_dir())}"]
-    apply_overrides(config, [*start, *settings.train_overrides, *extra, f"run.seed={seed}"])
-    return config
+def train_config(settings: DemoSettings, seed: int, changes: Changes | None = None) -> TrainConfig:
+    """What one of the settings' models trains: the settings' preset (what ``infoxlm pretrain
+    --preset NAME`` trains; ``paper-demo`` continues the shipped checkpoint at the universal
+    layer it records), the model's changes (−XLCO: no XLCO batch) and the demo's seed."""
+    sections = {section: dict(fields) for section, fields in (changes or {}).items()}
+    sections.setdefault("run", {})["seed"] = seed
+    return changed(preset(settings.preset), **sections)
 
 
-def _pretrain(run_dir: Path, store: Path, settings: DemoSettings, seed: int, extra: Sequence[str], progress: bool) -> Path:
+def _pretrain(run_dir: Path, store: Path, settings: DemoSettings, seed: int, changes: Changes, progress: bool) -> Path:
 
     # pretrain() resumes from the run's last checkpoint, so a finished run costs nothing; a
     # stopped one raises RunStopped, which ends the demo before anything uses its weights.
-    return pretrain(train_config(settings, seed, extra), store, run_dir, progress=progress)
+    return pretrain(train_config(settings, seed, changes), store, run_dir, progress=progress)
 
 
 def _export(run_dir: Path, target: Path) -> Path:
@@ -400,34 +399,12 @@ def _plots(out: Path, models: dict[str, dict[str, Any]], splits: Sequence[str]) 
             models[n]["label"]: {k: r["average"] for k, r in models[n]["retrieval"][split].items()} for n in shown
         }
         written.append(str(plot_layerwise(curves, out / f"retrieval_{split}.png", f"Retrieval by layer, {title}")))
-    written.append(str(_plot_losses(out / "loss.png", models)))
+    losses = {model["label"]: _loss_curves(Path(model["run"])) for model in models.values() if "run" in model}
+    written.append(str(plot_losses(losses, [name.upper() for name in OBJECTIVES], out / "loss.png")))
     return written
 
 
-def _plot_losses(path: Path, models: dict[str, dict[str, Any]]) -> Path:
-    """One panel per objective, one line per model, from each run's metrics.jsonl."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    objectives = ("loss/mmlm", "loss/tlm", "loss/xlco")
-    fig, axes = plt.subplots(1, len(objectives), figsize=(10.0, 3.2), dpi=120)
-    for model in models.values():
-        if "run" not in model:  # the starting point was not trained here
-            continue
-        rows = [json.loads(line) for line in Path(model["run"], "metrics.jsonl").read_text().splitlines() if line]
-        for ax, key in zip(axes, objectives):
-            points = [(r["step"], r[key]) for r in rows if key in r]
-            if points:
-                ax.plot(*zip(*points), label=model["label"])
-    for ax, key in zip(axes, objectives):
-        ax.set_title(key.split("/")[1].upper())
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    axes[0].set_ylabel("loss")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+def _loss_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """{"MMLM": [(step, loss), …], …} from a run's metrics.jsonl (the starting point has none)."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    return {name.upper(): [(r["step"], r[f"loss/{name}"]) for r in rows if f"loss/{name}" in r] for name in OBJECTIVES}

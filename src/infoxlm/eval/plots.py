@@ -1,4 +1,5 @@
-"""PNG figures of evaluation results (matplotlib, drawn off-screen).
+"""PNG figures of evaluation results and training losses (matplotlib, drawn off-screen): the
+one place infoxlm draws; the report and the demo pass it their numbers.
 
 Every accuracy axis (accuracy, F1, top-1 retrieval, all in %) runs from 0 to 100, so that a
 curve that moves a tenth of a point does not fill the figure as if it were a trend, and
@@ -9,7 +10,7 @@ the bars or curves. ``*_figure`` builds a figure (what the tests inspect); ``plo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 PERCENT = (0.0, 100.0)  # the y-range of every accuracy axis
 
@@ -63,6 +64,28 @@ def bars_figure(columns: list[str], series: dict[str, list[float | None]], ylabe
     return fig
 
 
+def losses_figure(curves: dict[str, dict[str, Sequence[tuple[int, float]]]], panels: Sequence[str]) -> Any:
+    """Training loss by step: one panel per objective, one line per run.
+
+    curves: {run label: {panel title (objective): [(step, loss), …]}}; a run without points for
+    a panel has no line there. Losses are not percentages: each panel keeps its own scale.
+    """
+    fig, axes = _pyplot().subplots(1, len(panels), figsize=(10.0, 3.2), dpi=120, squeeze=False)
+    axes = axes[0]
+    for label, by_panel in curves.items():
+        for ax, panel in zip(axes, panels):
+            points = by_panel.get(panel)
+            if points:
+                ax.plot(*zip(*points), label=label)
+    for ax, panel in zip(axes, panels):
+        ax.set_title(panel)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("loss")
+    return fig
+
+
 def plot_layerwise(curves: dict[str, dict[int, dict[str, float]]], path: Path, title: str) -> Path:
     """Write ``layerwise_figure`` as a PNG at ``path``."""
     return _save(layerwise_figure(curves, title), path)
@@ -71,6 +94,11 @@ def plot_layerwise(curves: dict[str, dict[int, dict[str, float]]], path: Path, t
 def plot_bars(columns: list[str], series: dict[str, list[float | None]], path: Path, ylabel: str, title: str) -> Path:
     """Write ``bars_figure`` as a PNG at ``path``."""
     return _save(bars_figure(columns, series, ylabel, title), path)
+
+
+def plot_losses(curves: dict[str, dict[str, Sequence[tuple[int, float]]]], panels: Sequence[str], path: Path) -> Path:
+    """Write ``losses_figure`` as a PNG at ``path``."""
+    return _save(losses_figure(curves, panels), path)
 
 
 def _percent_axis(ax: Any, label: str) -> None:

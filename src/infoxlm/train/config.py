@@ -1,12 +1,13 @@
-"""Typed pre-training configuration, named presets, and overrides from the command line.
+"""Typed pre-training configuration and overrides from the command line.
 
 A ``TrainConfig`` is a tree of small dataclasses (model, data, objectives, contrast, optim,
-run). Presets carry the paper's hyperparameters; any field can be overridden with
-``section.field=value`` (``optim.lr=1e-4``, ``data.mixup=false``) from the command line or a
-JSON file. The resolved config is printed at the start of a run and saved in the run
-directory and in every checkpoint.
+run); its defaults are the paper's base recipe, and the named presets (train/presets.py) are
+functions that build one. Any field can be overridden with ``section.field=value``
+(``optim.lr=1e-4``, ``data.mixup=false``) from the command line or a JSON file, or changed
+from Python with typed values (``changed``). The resolved config is printed at the start of a
+run and saved in the run directory and in every checkpoint.
 
-    >>> cfg = preset("base")
+    >>> cfg = TrainConfig()
     >>> cfg.contrast.layer, cfg.optim.lr, cfg.data.xlco_batch_size
     (8, 0.0002, 2048)
     >>> apply_overrides(cfg, ["optim.lr=1e-4", "data.mixup=false"]).optim.lr
@@ -20,7 +21,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -402,15 +403,37 @@ def apply_overrides(config: TrainConfig, overrides: list[str]) -> TrainConfig:
                 value = text  # refused by ModelConfig.validate
         else:
             value = _parse_value(text, current, name, annotation)
-        # A new section, validated at construction: an invalid value never lands in the config.
-        if section_name == "data":  # PipelineConfig (data/) says "field must be …" in its messages
-            try:
-                config.data = dataclasses.replace(config.data, **{field_name: value})
-            except ValueError as err:
-                raise ConfigError(f"data.{err}") from None
-        else:
-            setattr(config, section_name, dataclasses.replace(section, **{field_name: value}))
+        _replace_section(config, section_name, {field_name: value})
     return config.validate()
+
+
+def changed(config: TrainConfig, **sections: dict[str, Any]) -> TrainConfig:
+    """``config`` with some fields of some sections replaced, from typed values (what presets
+    and Python callers use; ``--set`` strings go through ``apply_overrides``): each changed
+    section is a new one, validated as it is built, and the whole config is validated after
+    the last. Returns the same (mutated) config.
+
+    >>> changed(TrainConfig(), optim={"lr": 1e-4}, run={"seed": 3}).optim.lr
+    0.0001
+    >>> changed(TrainConfig(), contrast={"temperature": 0.0})
+    Traceback (most recent call last):
+    infoxlm.train.config.ConfigError: contrast.temperature=0.0: expected a finite number > 0
+    """
+    for name, fields in sections.items():
+        _replace_section(config, name, fields)
+    return config.validate()
+
+
+def _replace_section(config: TrainConfig, name: str, fields: dict[str, Any]) -> None:
+    """A new section ``name`` with ``fields`` replaced, validated at construction: an invalid
+    value never lands in the config."""
+    if name == "data":  # PipelineConfig (data/) says "field must be …" in its messages
+        try:
+            config.data = dataclasses.replace(config.data, **fields)
+        except ValueError as err:
+            raise ConfigError(f"data.{err}") from None
+    else:
+        setattr(config, name, dataclasses.replace(getattr(config, name), **fields))
 
 
 def resolve_config(config: TrainConfig, device: torch.device | None = None) -> TrainConfig:
@@ -433,156 +456,3 @@ def load_config_file(path: Path) -> list[str]:
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}: expected a JSON object of sections")
     return _flatten(tree)
-
-
-# --- presets ------------------------------------------------------------------------------
-# Each preset is a function that builds its TrainConfig from typed values, every section
-# validated as it is built; ``--set`` strings and ``--config`` files are parsed at the command
-# line's edge only (``apply_overrides``).
-
-PRESETS: dict[str, Callable[[], TrainConfig]] = {}
-
-
-def _registered(function: Callable[[], TrainConfig]) -> Callable[[], TrainConfig]:
-    """Register a preset under its function's name, ``_`` written ``-`` (scratch_base → scratch-base)."""
-    PRESETS[function.__name__.replace("_", "-")] = function
-    return function
-
-
-def preset(name: str) -> TrainConfig:
-    """A fresh config for a named preset."""
-    if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r}; expected one of {sorted(PRESETS)}")
-    return PRESETS[name]()
-
-
-def _changed(config: TrainConfig, **sections: dict[str, Any]) -> TrainConfig:
-    """``config`` with some fields of some sections replaced: ``_changed(c, optim={"lr": 1e-4})``.
-    Each changed section is a new one, validated when built."""
-    for name, fields in sections.items():
-        if name == "data":  # PipelineConfig (data/) says "field must be …" in its messages
-            try:
-                config.data = dataclasses.replace(config.data, **fields)
-            except ValueError as err:
-                raise ConfigError(f"data.{err}") from None
-        else:
-            setattr(config, name, dataclasses.replace(getattr(config, name), **fields))
-    return config.validate()
-
-
-@_registered
-def base() -> TrainConfig:
-    """InfoXLM-base: continue from XLM-R base (``--init``), the appendix table's base column:
-    150K steps, 2,048 examples per objective, lr 2e-4, Adam β (0.9, 0.98), universal layer 8,
-    queue 131,072, momentum 0.9999. These are the config's own defaults."""
-    return TrainConfig()
-
-
-@_registered
-def large() -> TrainConfig:
-    """InfoXLM-large: continue from XLM-R large; the appendix's large column: 200K steps, lr
-    1e-4, universal layer 12, momentum 0.999."""
-    return _changed(
-        TrainConfig(),
-        model={"size": "large"},
-        optim={"lr": 1e-4, "max_steps": 200_000},
-        contrast={"layer": 12, "momentum": 0.999},
-    )
-
-
-def _past_large(size: str, universal_layer: int) -> TrainConfig:
-    """The large recipe at a size whose AdamW replica does not fit one GPU: FSDP2."""
-    return _changed(large(), model={"size": size}, contrast={"layer": universal_layer}, run={"parallelism": "fsdp"})
-
-
-@_registered
-def xl() -> TrainConfig:
-    """XLM-R XL's shape (36 × 2560), the large recipe, FSDP2. The paper contrasts on the layer
-    where the underlying MLM's cross-lingual retrieval is best, which it puts at 8 of 12 (base)
-    and 12 of 24 (large); past large there is no measurement, so the universal layer follows
-    large's half depth: 18. Check it on the starting model with ``infoxlm eval tatoeba --layer
-    all`` and move it with ``--set contrast.layer=N``. Continues (``--init``) an infoxlm run or
-    model of this shape: XLM-R XL's own checkpoints are pre-LayerNorm, which this encoder is not;
-    from scratch, ``scratch-base`` with this shape's fields (train/continuation.py)."""
-    return _past_large("xl", universal_layer=18)
-
-
-@_registered
-def xxl() -> TrainConfig:
-    """XLM-R XXL's shape (48 × 4096), as ``xl``; universal layer 24 (half depth)."""
-    return _past_large("xxl", universal_layer=24)
-
-
-@_registered
-def scratch_base() -> TrainConfig:
-    """The appendix's from-scratch recipe: BERT-base size initialised from U[-0.02, 0.02],
-    dropout 0.1, 256 examples per objective, 1M steps, lr 1e-4, Adam β (0.9, 0.999), queue
-    16,384, XLCO after 200K steps of key-encoder warm-up, momentum rising as 1 - 1/√step."""
-    return _changed(
-        TrainConfig(),
-        model={"init_scheme": "uniform", "dropout": 0.1},
-        data={"mmlm_batch_size": 256, "tlm_batch_size": 256, "xlco_batch_size": 256},
-        optim={"lr": 1e-4, "betas": (0.9, 0.999), "max_steps": 1_000_000},
-        contrast={"queue_size": 16_384, "start_step": 200_000, "momentum_schedule": "inverse_sqrt"},
-    )
-
-
-@_registered
-def demo() -> TrainConfig:
-    """What ``infoxlm demo`` trains (4 layers × 256, 400 steps on 2 CPU cores): each value the
-    one that scored best on the demo's dev split in short runs (BENCHMARKS.md, "The demo's
-    settings"). Its departures from the paper's recipe are on purpose for a model trained from
-    scratch in minutes: XLCO on the mean of the universal layer's token states (the vector
-    retrieval reads), 128 pairs a step with in-batch negatives beside a 256-key queue (with a
-    queue alone, a quickly changing encoder's keys are told apart by their age), normalised
-    vectors at τ = 0.05, XLCO weight 8, single-pair unmasked views, lr 2e-3, dropout 0, keys
-    without dropout."""
-    return _changed(
-        TrainConfig(),
-        model={"size": "small", "dropout": 0.0},
-        data={
-            "mmlm_batch_size": 16,
-            "tlm_batch_size": 16,
-            "xlco_batch_size": 128,
-            "block_size": 64,
-            "tlm_max_length": 96,
-            "xlco_max_length": 48,
-            "max_tokens": 8192,
-            "mixup": False,
-            "mask_xlco": False,
-        },
-        objectives={"xlco_weight": 8.0},
-        contrast={
-            "layer": 2,
-            "queue_size": 256,
-            "momentum": 0.99,
-            "pooling": "mean",
-            "normalize": True,
-            "temperature": 0.05,
-            "in_batch_negatives": True,
-            "key_dropout": False,
-        },
-        optim={"lr": 2e-3, "warmup_steps": 40, "max_steps": 400},
-        run={"save_every": 400, "log_every": 10},
-    )
-
-
-@_registered
-def test() -> TrainConfig:
-    """Seconds: the tests' end-to-end runs (a tiny model, a handful of examples, 20 steps)."""
-    return _changed(
-        TrainConfig(),
-        model={"size": "tiny"},
-        data={
-            "mmlm_batch_size": 4,
-            "tlm_batch_size": 4,
-            "xlco_batch_size": 4,
-            "block_size": 32,
-            "tlm_max_length": 48,
-            "xlco_max_length": 24,
-            "max_tokens": 256,
-        },
-        contrast={"layer": 1, "queue_size": 16, "momentum": 0.9},
-        optim={"lr": 1e-3, "warmup_steps": 2, "max_steps": 20},
-        run={"save_every": 5, "log_every": 1},
-    )

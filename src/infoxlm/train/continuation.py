@@ -27,9 +27,10 @@ import json
 from pathlib import Path
 
 from ..model.hub import read_contrast_layer
-from .config import ConfigError, TrainConfig, preset
+from .config import ConfigError, TrainConfig
 from .model_source import RUN, resolve_model
 from .optim import warmup_unreached
+from .presets import preset
 
 CONTINUING_PRESETS = ("base", "large", "xl", "xxl")
 FROM_SCRATCH_PRESET = "scratch-base"
@@ -91,7 +92,8 @@ def continuation_warnings(config: TrainConfig, name: str, user_set: set[str]) ->
     unreached = warmup_unreached(o.warmup_steps, o.max_steps)
     if unreached:
         warnings.append(f"warning: {unreached} (optim.warmup_steps; lower it with --set optim.warmup_steps=N)")
-    if config.model.init and name not in CONTINUING_PRESETS and "optim.lr" not in user_set:
+    from_scratch = name not in CONTINUING_PRESETS and not preset(name).model.init  # paper-demo continues its own
+    if config.model.init and from_scratch and "optim.lr" not in user_set:
         warnings.append(
             f"warning: optim.lr={o.lr:g} is preset {name}'s, a learning rate for training from scratch, and --init "
             f"continues a trained model, which a from-scratch rate can undo (the paper continues XLM-R base at "

@@ -7,10 +7,10 @@ NAME`` trains each on the demo's corpus.
 
 - ``moco``: the paper's XLCO (MoCo): the ``<s>`` state, raw dot products at τ = 0.25, a queue
   of momentum keys as the only negatives. The ``base``, ``large`` and ``scratch-base``
-  presets are this recipe.
-- ``demo``: what the demo trains (the ``demo`` preset, ``demo --setting paper``): the mean of
-  the universal layer's token states, normalised at τ = 0.05, the step's other keys as
-  negatives beside the queue, keys without dropout.
+  presets are this recipe (read off ``base``).
+- ``demo``: what the demo trains (the ``demo`` preset, read off it): the mean of the universal
+  layer's token states, normalised at τ = 0.05, the step's other keys as negatives beside the
+  queue, keys without dropout.
 - ``translation-ranking``: LaBSE's objective (Feng et al., 2022): keys from the query encoder
   itself, the step's other translations as the only negatives, both directions averaged,
   an additive margin of 0.3 on normalised vectors.
@@ -24,28 +24,21 @@ from __future__ import annotations
 from typing import Any
 
 from .config import ConfigError
+from .presets import preset
+
+# What makes a contrast's formulation (the layer, the queue's size and the momentum are the
+# preset's scale, left as they are).
+FORMULATION = ("use_momentum", "in_batch_negatives", "symmetric", "margin", "pooling", "normalize", "temperature", "key_dropout")
+
+
+def _presets_formulation(name: str) -> dict[str, Any]:
+    contrast = preset(name).contrast
+    return {field: getattr(contrast, field) for field in FORMULATION}
+
 
 CONTRAST_RECIPES: dict[str, dict[str, Any]] = {
-    "moco": {
-        "use_momentum": True,
-        "in_batch_negatives": False,
-        "symmetric": False,
-        "margin": 0.0,
-        "pooling": "cls",
-        "normalize": False,
-        "temperature": 0.25,
-        "key_dropout": True,
-    },
-    "demo": {
-        "use_momentum": True,
-        "in_batch_negatives": True,
-        "symmetric": False,
-        "margin": 0.0,
-        "pooling": "mean",
-        "normalize": True,
-        "temperature": 0.05,
-        "key_dropout": False,
-    },
+    "moco": _presets_formulation("base"),
+    "demo": _presets_formulation("demo"),
     "translation-ranking": {
         "use_momentum": False,
         "in_batch_negatives": True,

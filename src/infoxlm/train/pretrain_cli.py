@@ -30,6 +30,7 @@ _PRETRAIN_DESCRIPTION = (
     "  infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base\n"
     "  infoxlm pretrain --preset test --data store --output runs/t --max-steps 50 --no-xlco\n"
     "  infoxlm pretrain --preset scratch-base --set optim.lr=2e-4 --print-config\n"
+    "  infoxlm pretrain --preset paper-demo --print-config   # what `infoxlm demo --setting paper` trains\n"
     "  torchrun --nproc_per_node 8 -m infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base"
 )
 
@@ -162,7 +163,8 @@ def resolved_config(args: argparse.Namespace):
 
 def _resolved(args: argparse.Namespace):
     """(config, lines to say on stderr: the contrast layer --init gave and any warnings)."""
-    from .config import apply_overrides, load_config_file, preset
+    from .config import apply_overrides, load_config_file
+    from .presets import preset
     from .continuation import adopt_recorded_layer, continuation_warnings
 
     config = preset(args.preset)
