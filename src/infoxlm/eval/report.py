@@ -285,6 +285,8 @@ def nest_headings(markdown: str, under: int) -> str:
 
 
 def write_plots(g: Gathered, out: Path) -> list[Path]:
+    """The report's figures: per benchmark, each run's bars beside the paper's rows (drawn by
+    eval/plots.py); returns the PNGs written into ``out``."""
     written = []
     for setting, runs in g.xnli.items():
         cols = [*paper.XNLI_LANGS, "Avg"]
