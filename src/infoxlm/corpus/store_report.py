@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from infoxlm.data.store import TOKENIZER_DIR, MonoCorpus, ParallelCorpus, StoreE
 from infoxlm.corpus.unknown_tokens import format_unk_rates, unk_rates, unk_warnings
 from infoxlm.errors import DataError
 
-__all__ = ["DEFAULT_ALPHA", "DEFAULT_BLOCK_SIZE", "block_counts", "corpus_checksum", "format_report", "store_report"]
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_BLOCK_SIZE", "block_counts", "content_checksum", "format_report", "store_report"]
 
 DEFAULT_ALPHA = 0.7
 DEFAULT_BLOCK_SIZE = 512  # data.block_size's default
@@ -47,7 +47,7 @@ def block_counts(corpus: MonoCorpus, block_size: int) -> dict[str, int]:
     return {"blocks": len(sizes), "short_blocks": int(np.count_nonzero(sizes < block_size // 2))}
 
 
-def corpus_checksum(corpus: MonoCorpus | ParallelCorpus) -> str:
+def content_checksum(corpus: MonoCorpus | ParallelCorpus) -> str:
     """``sha256:HEX`` over a corpus's token ids and its line (and document) offsets.
 
     Equal for two corpora exactly when they hold the same tokens in the same lines and
@@ -77,7 +77,7 @@ def store_report(
 ) -> dict[str, Any]:
     """Counts per corpus and the sampling probabilities, as a JSON-serialisable dict.
 
-    ``checksums`` adds each corpus's :func:`corpus_checksum` (reads the whole store). Each
+    ``checksums`` adds each corpus's :func:`content_checksum` (reads the whole store). Each
     language's :func:`block_counts` are for blocks of ``block_size`` tokens.
 
     Raises:
@@ -111,7 +111,7 @@ def store_report(
             "unk_rate": unk_rates(corpus.meta)[0].rate,
             "skipped": corpus.meta.get("skipped", {}),
             **block_counts(corpus, block_size),
-            **({"checksum": corpus_checksum(corpus)} if checksums else {}),
+            **({"checksum": content_checksum(corpus)} if checksums else {}),
         }
         for language, corpus in store.mono.items()
     }
@@ -124,7 +124,7 @@ def store_report(
             "unk_tokens": {rate.language: rate.unk for rate in unk_rates(corpus.meta)},
             "unk_rate": {rate.language: rate.rate for rate in unk_rates(corpus.meta)},
             "skipped": corpus.meta.get("skipped", {}),
-            **({"checksum": corpus_checksum(corpus)} if checksums else {}),
+            **({"checksum": content_checksum(corpus)} if checksums else {}),
         }
         for pair, corpus in store.parallel.items()
     }
@@ -149,68 +149,68 @@ def store_report(
     }
 
 
-def _skipped_text(skipped: dict[str, int]) -> str:
-    parts = [f"{reason} {count:,}" for reason, count in skipped.items() if count]
-    return ", ".join(parts) or "-"
-
-
 def format_report(report: dict[str, Any]) -> str:
     """The report as aligned text tables (what ``infoxlm prepare inspect`` prints)."""
     tokenizer = report["tokenizer"]
-    lines = [
-        f"store {report['store']}: tokenizer {tokenizer.get('file', '?')} "
-        f"(sha256 {str(tokenizer.get('fingerprint', '?'))[:12]}…, vocab {tokenizer.get('vocab_size', 0):,})",
-        "",
-    ]
     alpha = report["alpha"]
     by_tokens = report.get("sampling_unit") == "tokens"
-
     block_size = report.get("block_size", DEFAULT_BLOCK_SIZE)
-    lines.append(
+    mono_title = (
         f"Monolingual corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in {'tokens' if by_tokens else 'lines'}; "
         f"MMLM blocks of {block_size} tokens, short: under {block_size // 2}"
     )
-    if report["mono"]:
-        rows = [("lang", "lines", "documents", "tokens", "p", "blocks", "short", "<unk>", "skipped")]
-        for language, entry in report["mono"].items():
-            blocks, short = entry["blocks"], entry["short_blocks"]
-            rows.append(
-                (
-                    language,
-                    f"{entry['lines']:,}",
-                    f"{entry['documents']:,}",
-                    f"{entry['tokens']:,}",
-                    f"{entry.get('probability', 0.0):.4f}",
-                    f"{blocks:,}",
-                    f"{100 * short / blocks:.1f} %" if blocks else "-",
-                    format_unk_rates({language: entry["unk_rate"]}),
-                    _skipped_text(entry["skipped"]),
-                )
-            )
-        lines += _table(rows)
-    else:
-        lines.append("  none")
-    lines.append("")
-
     unit = "tokens (both sides)" if by_tokens else "pairs"
-    lines.append(f"Parallel corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in {unit}")
-    if report["parallel"]:
-        rows = [("pair", "pairs", "tokens", "p", "<unk>", "skipped")]
-        for pair, entry in report["parallel"].items():
-            rows.append(
-                (
-                    pair,
-                    f"{entry['pairs']:,}",
-                    f"{entry['tokens']:,}",
-                    f"{entry.get('probability', 0.0):.4f}",
-                    format_unk_rates(entry["unk_rate"]),
-                    _skipped_text(entry["skipped"]),
-                )
-            )
-        lines += _table(rows)
-    else:
-        lines.append("  none")
-    return "\n".join(lines)
+    parallel_title = f"Parallel corpora: sampling p_l ∝ (n_l/n)^{alpha:g}, n counted in {unit}"
+    return "\n".join([
+        f"store {report['store']}: tokenizer {tokenizer.get('file', '?')} "
+        f"(sha256 {str(tokenizer.get('fingerprint', '?'))[:12]}…, vocab {tokenizer.get('vocab_size', 0):,})",
+        "",
+        *_pool_table(mono_title, report["mono"], MONO_COLUMNS),
+        "",
+        *_pool_table(parallel_title, report["parallel"], PARALLEL_COLUMNS),
+    ])  # fmt: skip
+
+
+# A pool's table: (column header, the cell of one corpus from its name and report entry).
+Column = tuple[str, Callable[[str, dict[str, Any]], str]]
+
+
+def _count(key: str) -> Callable[[str, dict[str, Any]], str]:
+    return lambda name, entry: f"{entry[key]:,}"
+
+
+def _probability(name: str, entry: dict[str, Any]) -> str:
+    return f"{entry.get('probability', 0.0):.4f}"
+
+
+def _short_share(name: str, entry: dict[str, Any]) -> str:
+    blocks = entry["blocks"]
+    return f"{100 * entry['short_blocks'] / blocks:.1f} %" if blocks else "-"
+
+
+def _skipped(name: str, entry: dict[str, Any]) -> str:
+    parts = [f"{reason} {count:,}" for reason, count in entry["skipped"].items() if count]
+    return ", ".join(parts) or "-"
+
+
+MONO_COLUMNS: tuple[Column, ...] = (
+    ("lang", lambda name, entry: name), ("lines", _count("lines")), ("documents", _count("documents")),
+    ("tokens", _count("tokens")), ("p", _probability), ("blocks", _count("blocks")), ("short", _short_share),
+    ("<unk>", lambda name, entry: format_unk_rates({name: entry["unk_rate"]})), ("skipped", _skipped),
+)  # fmt: skip
+PARALLEL_COLUMNS: tuple[Column, ...] = (
+    ("pair", lambda name, entry: name), ("pairs", _count("pairs")), ("tokens", _count("tokens")),
+    ("p", _probability), ("<unk>", lambda name, entry: format_unk_rates(entry["unk_rate"])), ("skipped", _skipped),
+)  # fmt: skip
+
+
+def _pool_table(title: str, pool: dict[str, dict[str, Any]], columns: tuple[Column, ...]) -> list[str]:
+    """The pool's title, then one row per corpus under the column headers (or "none")."""
+    if not pool:
+        return [title, "  none"]
+    rows = [tuple(header for header, _ in columns)]
+    rows += [tuple(cell(name, entry) for _, cell in columns) for name, entry in pool.items()]
+    return [title, *_table(rows)]
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:

@@ -3,7 +3,7 @@
 A run's steps are functions of (seed, step, store): the same step on another store is another
 step. The identity is small and cheap (no pass over the tokens): the tokenizer's SHA-256 and
 vocabulary size from ``store.json``, and per corpus its counts and a checksum of its token
-and offset files (``corpus_checksum``). Each checkpoint keeps the identity it was
+and offset files (``file_ends_checksum``). Each checkpoint keeps the identity it was
 trained on; ``RUN/store_identity.json`` holds the latest, for people.
 
     >>> before = {"tokenizer": {"fingerprint": "ab" * 32, "vocab_size": 9}, "corpora": {"mono/de": {"tokens": 5}}}
@@ -35,13 +35,13 @@ def store_identity(store: TokenStore) -> dict[str, Any]:
             "lines": corpus.num_lines,
             "documents": corpus.num_documents,
             "tokens": corpus.num_tokens,
-            "checksum": corpus_checksum(corpus.path),
+            "checksum": file_ends_checksum(corpus.path),
         }
     for pair, corpus in store.parallel.items():
         corpora[f"parallel/{pair}"] = {
             "pairs": corpus.num_pairs,
             "tokens": corpus.num_tokens,
-            "checksum": corpus_checksum(corpus.path),
+            "checksum": file_ends_checksum(corpus.path),
         }
     return {
         "tokenizer": {"fingerprint": tokenizer.get("fingerprint"), "vocab_size": tokenizer.get("vocab_size")},
@@ -49,7 +49,7 @@ def store_identity(store: TokenStore) -> dict[str, Any]:
     }
 
 
-def corpus_checksum(path: Path, edge: int = CHECKSUM_EDGE_BYTES) -> str:
+def file_ends_checksum(path: Path, edge: int = CHECKSUM_EDGE_BYTES) -> str:
     """SHA-256 over a corpus's token and offset files: each file's name, size, first and last
     ``edge`` bytes. Cheap on a corpus of any size, equal for the same text prepared again
     (wherever its input files lie), different when the text changed almost surely (a change
