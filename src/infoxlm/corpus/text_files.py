@@ -352,11 +352,10 @@ def iter_line_blocks(
     if byte_range is not None and (decompressor is not None or line_range is not None):
         raise ValueError(f"{path}: a byte range needs an uncompressed file and no line range")
     raw = _open_raw(path)
-    read_errors = _read_errors()
     origin = byte_range[0] if byte_range is not None else 0
-    next_line = 1 if line_range is None else line_range[0] + 1  # the first line not yet yielded
-    # Lines still to yield (None: all up to the end).
-    left = None if line_range is None or line_range[1] is None else max(line_range[1] - line_range[0], 0)
+    first_line = 1 if line_range is None else line_range[0] + 1
+    # Lines to yield (None: all up to the end).
+    count = None if line_range is None or line_range[1] is None else max(line_range[1] - line_range[0], 0)
     try:
         stream = decompressor(raw) if decompressor else raw
         with raw, stream:
@@ -364,52 +363,85 @@ def iter_line_blocks(
             if byte_range is not None:
                 raw.seek(origin)
                 stream, reported = _Window(raw, byte_range[1] - origin), origin
-            carry: list[bytes] = []  # the start of a line whose end has not been read yet
-            at_start, bom_length = origin == 0 and next_line == 1, 0
             # What was read past the lines skipped, handled as the first read.
-            pending = _skip_lines(stream, next_line - 1, block_bytes) if next_line > 1 else b""
-            while left != 0:
-                data, pending = pending or stream.read(block_bytes), b""
-                final = not data
-                if not final and b"\n" not in data and (carry or not at_start):
-                    carry.append(data)  # no line ends here: keep the pieces, join them once
-                    continue
-                buffer = b"".join(carry) + data if carry else data
-                carry = []
-                if at_start and (len(buffer) >= len(_BOM) or final or b"\n" in buffer):
-                    if buffer.startswith(_BOM):
-                        buffer, bom_length = buffer[len(_BOM) :], len(_BOM)
-                    at_start = False
-                if final:
-                    body = buffer
-                    if not body:
-                        break
-                else:
-                    cut = buffer.rfind(b"\n")
-                    if cut < 0:  # no complete line yet: keep reading
-                        carry = [buffer]
-                        continue
-                    body = buffer[:cut]
-                    if cut + 1 < len(buffer):
-                        carry = [buffer[cut + 1 :]]
-                del buffer  # ``body`` is the only copy of the block's lines from here on
-                if left is not None and (first := _first_lines(body, left)) is not None:
-                    body, final = first, True  # the line range ends inside this block
-                if body.endswith(b"\r"):  # the "\r" of the block's last "\r\n" (or of EOF)
-                    body = body[:-1]
-                lines = _decode_lines(path, next_line, body, skip_invalid, bom_length, origin)
-                del body
-                position = raw.tell()
-                yield LineBlock(path, next_line, lines, position - reported, origin)
-                reported = position
-                next_line += len(lines)
-                if left is not None:
-                    left -= len(lines)
-                del lines
-                if final:
+            pending = _skip_lines(stream, first_line - 1, block_bytes) if first_line > 1 else b""
+            read = _Read(path, raw, stream, block_bytes, skip_invalid, origin, first_line, count, reported)
+            yield from read.blocks(pending)
+    except _read_errors() as exc:  # the line reached is known inside the read; here, where it began
+        raise _read_error(path, exc, first_line) from None
+
+
+@dataclass
+class _Read:
+    """One read of :func:`iter_line_blocks` once the file is open and placed: the stream cut
+    into blocks of whole lines, each decoded, numbered and counted in bytes of the file."""
+
+    path: Path
+    raw: IO[bytes]  # the file on disk: its position counts the bytes consumed
+    stream: IO[bytes]  # its decompressed bytes (or a window of them)
+    block_bytes: int
+    skip_invalid: bool
+    origin: int  # the byte line 1 is counted from
+    next_line: int  # the first line not yet yielded
+    left: int | None  # lines still to yield (None: all up to the end)
+    reported: int  # raw bytes already attributed to earlier blocks
+
+    def blocks(self, pending: bytes) -> Iterator[LineBlock]:
+        """The blocks; ``pending`` is handled as the first read. A read error names the line
+        reached."""
+        try:
+            yield from self._blocks(pending)
+        except _read_errors() as exc:
+            raise _read_error(self.path, exc, self.next_line) from None
+
+    def _blocks(self, pending: bytes) -> Iterator[LineBlock]:
+        carry: list[bytes] = []  # the start of a line whose end has not been read yet
+        at_start, bom_length = self.origin == 0 and self.next_line == 1, 0
+        while self.left != 0:
+            data, pending = pending or self.stream.read(self.block_bytes), b""
+            final = not data
+            if not final and b"\n" not in data and (carry or not at_start):
+                carry.append(data)  # no line ends here: keep the pieces, join them once
+                continue
+            buffer = b"".join(carry) + data if carry else data
+            carry = []
+            if at_start and (len(buffer) >= len(_BOM) or final or b"\n" in buffer):
+                if buffer.startswith(_BOM):
+                    buffer, bom_length = buffer[len(_BOM) :], len(_BOM)
+                at_start = False
+            if final:
+                body = buffer
+                if not body:
                     break
-    except read_errors as exc:
-        raise _read_error(path, exc, next_line) from None
+            else:
+                cut = buffer.rfind(b"\n")
+                if cut < 0:  # no complete line yet: keep reading
+                    carry = [buffer]
+                    continue
+                body = buffer[:cut]
+                if cut + 1 < len(buffer):
+                    carry = [buffer[cut + 1 :]]
+            del buffer  # ``body`` is the only copy of the block's lines from here on
+            if self.left is not None and (first := _first_lines(body, self.left)) is not None:
+                body, final = first, True  # the line range ends inside this block
+            if body.endswith(b"\r"):  # the "\r" of the block's last "\r\n" (or of EOF)
+                body = body[:-1]
+            block = self._block(body, bom_length)
+            del body  # the decoded lines are all that is kept while the block is used
+            yield block
+            if final:
+                break
+
+    def _block(self, body: bytes, bom_length: int) -> LineBlock:
+        """``body`` (whole lines joined by ``\\n``) decoded as the next block."""
+        lines = _decode_lines(self.path, self.next_line, body, self.skip_invalid, bom_length, self.origin)
+        position = self.raw.tell()
+        block = LineBlock(self.path, self.next_line, lines, position - self.reported, self.origin)
+        self.reported = position
+        self.next_line += len(lines)
+        if self.left is not None:
+            self.left -= len(lines)
+        return block
 
 
 def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
