@@ -90,6 +90,15 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._Su
     )
     commands = prepare.add_subparsers(dest="prepare_command", metavar="COMMAND", required=True)
 
+    _add_mono(commands)
+    _add_parallel(commands)
+    _add_inspect(commands)
+    _add_merge(commands)
+    return commands
+
+
+def _add_mono(commands: argparse._SubParsersAction) -> None:
+    """``prepare mono``: one language's text into STORE/mono/LANG."""
     mono = commands.add_parser(
         "mono",
         help="add one language's monolingual text to a store",
@@ -117,6 +126,9 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._Su
     _add_common_options(mono)
     mono.set_defaults(func=run_prepare_mono)
 
+
+def _add_parallel(commands: argparse._SubParsersAction) -> None:
+    """``prepare parallel``: translation pairs into STORE/parallel/SRC-TGT."""
     parallel = commands.add_parser(
         "parallel",
         help="add an English-xx translation corpus to a store",
@@ -152,6 +164,9 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._Su
     _add_common_options(parallel)
     parallel.set_defaults(func=run_prepare_parallel)
 
+
+def _add_inspect(commands: argparse._SubParsersAction) -> None:
+    """``prepare inspect``: a store's counts and sampling probabilities."""
     inspect = commands.add_parser(
         "inspect",
         help="counts per corpus and the sampling probabilities training will use",
@@ -186,6 +201,9 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._Su
     )  # fmt: skip
     inspect.set_defaults(func=run_prepare_inspect)
 
+
+def _add_merge(commands: argparse._SubParsersAction) -> None:
+    """``prepare merge``: the stores of a sharded prepare joined into one."""
     merge = commands.add_parser(
         "merge",
         help="join the stores of `prepare --shard` (and other stores) into one",
@@ -201,7 +219,6 @@ def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._Su
     merge.add_argument("stores", type=Path, nargs="+", metavar="STORE", help="stores to join, in any order")
     merge.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     merge.set_defaults(func=run_prepare_merge)
-    return commands
 
 
 def run_prepare_mono(args: argparse.Namespace) -> int:
