@@ -9,7 +9,8 @@ raises it again.
 
 It is installed when the package is imported as the ``infoxlm`` command (``python -m
 infoxlm`` or the ``infoxlm`` script, before the heavy imports), never when infoxlm is
-imported as a library.
+imported as a library; ``latched()`` installs it for one block (``pretrain`` called from
+Python) and ``deferred()`` holds a Ctrl-C until a block is done (a checkpoint being written).
 
 A worker that torchrun started does not outlive torchrun (it would train on as an orphan to
 the last step): when torchrun dies, however it dies (SIGKILL, a signal it does not handle
@@ -20,6 +21,7 @@ that handler is in place SIGTERM ends the process.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -27,8 +29,9 @@ import sys
 import threading
 from pathlib import Path
 
-requested = False  # a Ctrl-C arrived since install()
+requested = False  # a Ctrl-C arrived since install() (or since latched() began)
 _installed = False
+_deferring = False  # inside deferred(): remember a Ctrl-C, raise it at the block's end
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -36,7 +39,8 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 def _handle(signum, frame) -> None:
     global requested
     requested = True
-    raise KeyboardInterrupt
+    if not _deferring:
+        raise KeyboardInterrupt
 
 
 def install() -> None:
@@ -58,6 +62,40 @@ def check() -> None:
     """Raise KeyboardInterrupt if a Ctrl-C arrived, whether or not someone swallowed it."""
     if requested:
         raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def latched():
+    """The handler for the block, where the command has not installed it already (infoxlm
+    used as a library): only over Python's own handler and in the main thread, as
+    ``install``; the previous handler, and a clean slate, restored on the way out. Inside
+    the command (handler in place) it changes nothing, so that a Ctrl-C seen during start-up
+    still counts."""
+    global requested
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        requested = False
+        previous = signal.signal(signal.SIGINT, _handle)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+            requested = False
+
+
+@contextlib.contextmanager
+def deferred():
+    """Hold a Ctrl-C until the block is done, then raise it (a checkpoint being written:
+    interrupted inside torch.save's zip writer, the writer's own error would replace the
+    KeyboardInterrupt). Only while the handler here is installed; Python's own raises at once."""
+    global _deferring
+    _deferring = True
+    try:
+        yield
+    finally:
+        _deferring = False
+    check()
 
 
 def started_as_command(argv: list[str] | None = None) -> bool:

@@ -21,10 +21,11 @@ import torch
 from safetensors.torch import load_file
 
 from infoxlm.train.checkpoint import latest_checkpoint, list_checkpoints
-from infoxlm.train.config import ConfigError, apply_overrides, preset
+from infoxlm.train.config import ConfigError, apply_overrides
 from infoxlm.train.errors import TrainingError
 from infoxlm.train.export import export
 from infoxlm.train.loop import pretrain
+from infoxlm.train.presets import preset
 
 from local_ports import free_port
 from training_stores import write_mono, write_parallel, write_store
@@ -270,17 +271,3 @@ def test_continues_from_an_exported_checkpoint(store, tmp_path):
     cfg = apply_overrides(preset("test"), ["optim.max_steps=2", f"model.init={init}"])
     second = quiet(pretrain, cfg, store, tmp_path / "b", progress=False)
     assert losses(second)[0]["loss/mmlm"] < losses(first)[0]["loss/mmlm"]
-
-
-def test_a_ctrl_c_during_a_checkpoint_write_waits_for_the_write_then_interrupts():
-    from infoxlm.train.loop import SigintLatch
-
-    latch = SigintLatch()
-    finished = []
-    with pytest.raises(KeyboardInterrupt):
-        with latch.deferred():
-            latch._handle(signal.SIGINT, None)  # what the handler does when Ctrl-C arrives here
-            finished.append(True)  # the write goes on to its end
-    assert finished == [True] and latch.requested
-    with pytest.raises(KeyboardInterrupt):
-        latch._handle(signal.SIGINT, None)  # outside a write: at once

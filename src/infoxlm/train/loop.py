@@ -11,13 +11,10 @@ gradient does not depend on how the global batch is split over processes or micr
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
-import signal
 import sys
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -150,7 +147,6 @@ class Trainer:
         on_gpu_in_bf16 = self.world.device.type == "cuda" and computes_in_bf16(self.config, self.world)
         self.peak_flops = peak_bf16_flops(torch.cuda.get_device_name(self.world.device)) if on_gpu_in_bf16 else None
         self.step = 0
-        self.interrupt = NO_LATCH  # pretrain() hands in its SigintLatch
         self.stop = StopRequest()  # pretrain() hands in its own: --stop-at, SIGTERM / SIGUSR1
         self.stopped: str | None = None  # why the run stopped before its last step, once it has
         # Before the resume loads AdamW's state: the estimate counts it as still to come.
@@ -398,7 +394,7 @@ class Trainer:
         """A checkpoint of this step; every rank writes its part (see checkpoint.py)."""
         state = self.checkpoint_state()
         self._stop_if_non_finite(state, "not saved")
-        with self.interrupt.deferred():
+        with interrupt.deferred():
             self.checkpoints.save(self.step, state)
 
     def _stop_if_non_finite(self, state: dict[str, Any], outcome: str) -> None:
@@ -443,7 +439,7 @@ class Trainer:
         interrupted = False
         try:
             while self.step < cfg.optim.max_steps:
-                self.interrupt.check()  # a Ctrl-C that library code swallowed
+                interrupt.check()  # a Ctrl-C that library code swallowed
                 metrics = self.train_step()
                 self.step += 1
                 self.checkpoints.poll()  # a background save that has finished goes in place
@@ -561,7 +557,7 @@ class Trainer:
         pipeline = DataPipeline(self.store, data_cfg)
         needed = self.contrast.prefill_batches_needed(data_cfg.xlco_batch_size)
         for j in tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not self.progress):
-            self.interrupt.check()
+            interrupt.check()
             keys, slots = [], []
             batches = even_out({"xlco": pipeline.step(j, self.world.rank, self.world.size).xlco}, self.world)
             for batch in batches["xlco"]:  # as many on every rank: FSDP gathers layer by layer
@@ -643,66 +639,6 @@ def changed_fields(before: dict, after: dict, defaults: dict, prefix: str = "") 
     return changed
 
 
-class SigintLatch:
-    """Ctrl-C during a run: raise KeyboardInterrupt at once, as Python does, and remember it.
-
-    A KeyboardInterrupt raised while library code runs a finalizer or a callback is only
-    printed ("Exception ignored in …") and the run would go on; the loop asks ``check()`` at
-    every step boundary, which raises it again. Installed by ``pretrain`` in the main thread
-    only (signal handlers live there) and only over Python's own handler, the previous
-    handler restored on the way out.
-    """
-
-    def __init__(self):
-        self.requested = False
-        self._deferring = False
-        self._previous = None
-
-    @property
-    def interrupted(self) -> bool:
-        # interrupt.requested: a Ctrl-C the command's own latch saw before this one (start-up).
-        return self.requested or interrupt.requested
-
-    def __enter__(self) -> "SigintLatch":
-        # Only over Python's own handler or the command's latch: an ignored SIGINT (a
-        # background job) or someone else's handler stays as it is.
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) in (
-            signal.default_int_handler,
-            interrupt._handle,
-        ):
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
-
-    def _handle(self, signum, frame) -> None:
-        self.requested = True
-        if not self._deferring:
-            raise KeyboardInterrupt
-
-    @contextlib.contextmanager
-    def deferred(self):
-        """Hold a Ctrl-C until the block is done (a checkpoint being written: interrupted
-        inside torch.save's zip writer, the writer's own error would replace the
-        KeyboardInterrupt), then raise it."""
-        self._deferring = True
-        try:
-            yield
-        finally:
-            self._deferring = False
-        self.check()
-
-    def check(self) -> None:
-        if self.interrupted:
-            raise KeyboardInterrupt
-
-
-NO_LATCH = SigintLatch()  # never requested: for a Trainer driven without pretrain()
-
-
 def pretrain(config: TrainConfig, data: str | Path, output: str | Path, *, stop_at: int | None = None, **kwargs) -> Path:
     """Train (or resume) a run to its last step; returns the run directory.
 
@@ -717,17 +653,14 @@ def pretrain(config: TrainConfig, data: str | Path, output: str | Path, *, stop_
         TrainingError: the run cannot start or continue (another command is running in
             ``output``, a config or data clash, non-finite values), said in one line.
     """
-    with SigintLatch() as latch, StopRequest(stop_at) as stop:
-        return _pretrain(config, data, output, latch, stop, **kwargs)
+    with interrupt.latched(), StopRequest(stop_at) as stop:
+        return _pretrain(config, data, output, stop, **kwargs)
 
 
-def _pretrain(
-    config: TrainConfig, data: str | Path, output: str | Path, latch: SigintLatch, stop: StopRequest, **kwargs
-) -> Path:
-    latch.check()  # a Ctrl-C during start-up that an import swallowed
+def _pretrain(config: TrainConfig, data: str | Path, output: str | Path, stop: StopRequest, **kwargs) -> Path:
+    interrupt.check()  # a Ctrl-C during start-up that an import swallowed
     _refuse_stop_at_behind(Path(output), stop.stop_at, config.optim.max_steps)
     trainer = Trainer(config, data, output, **kwargs)
-    trainer.interrupt = latch
     trainer.stop = stop
     try:
         trainer.run()
