@@ -96,9 +96,7 @@ def build(args: argparse.Namespace, device: torch.device) -> tuple[EngineStep, l
     batches = parse_batches(args.batch, args.max_tokens, size.batches(device.type))
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length,
                          batches.mmlm, batches.tlm, batches.xlco, batches.max_tokens)
-    encoder_config = EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size)
-    shape = ModelShape(encoder_config.hidden_size, encoder_config.intermediate_size,
-                       encoder_config.num_hidden_layers, encoder_config.vocab_size)
+    shape = ModelShape.of(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
     config = train_config(size, device, not args.fp32)
     config.run.compile = args.compile
     fast_paths = dataclasses.replace(
@@ -107,7 +105,7 @@ def build(args: argparse.Namespace, device: torch.device) -> tuple[EngineStep, l
         varlen_attention=not args.padded_attention,
         padded_vocabulary=not args.unpadded_vocab,
     )
-    engine = EngineStep(encoder_config, config, device, fast_paths=fast_paths)
+    engine = EngineStep(config, device, vocab_size=size.vocab_size, fast_paths=fast_paths)
     fill_queue(engine, spec, 0)
     data = [synthetic_step(spec, i) for i in range(args.warmup + args.timed + args.steps)]
     return engine, data, shape, batches

@@ -8,7 +8,6 @@ from infoxlm.bench.joint_step import LossMismatchError, check_losses, resolve_de
 from infoxlm.bench.sizes import SIZES, BenchError
 from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
 from infoxlm.bench.timing import PhaseTimer
-from infoxlm.model.config import EncoderConfig
 
 pytest.importorskip("transformers")
 
@@ -21,7 +20,7 @@ def _sides(**contrast):
     b = size.cpu
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length,
                          b.mmlm, b.tlm, b.xlco, b.max_tokens)
-    engine = EngineStep(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size), train_config(size, cpu, False), cpu)
+    engine = EngineStep(train_config(size, cpu, False), cpu, vocab_size=size.vocab_size)
     return engine, HFBaseline(engine), spec
 
 
@@ -92,8 +91,7 @@ def test_on_a_gpu_the_automatic_budget_comes_from_the_synthetic_steps_and_free_m
     from infoxlm.train.token_budget import GIB, LADDER
 
     size = SIZES["test"]
-    engine = EngineStep(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size),
-                        train_config(size, torch.device("cpu"), False), torch.device("cpu"))  # fmt: skip
+    engine = EngineStep(train_config(size, torch.device("cpu"), False), torch.device("cpu"), vocab_size=size.vocab_size)
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 4, 4, 4, 256)
     on_gpu = types.SimpleNamespace(device=torch.device("cuda"), model=engine.model)  # the memory is handed in below
     said = []
@@ -118,3 +116,22 @@ def test_with_in_batch_negatives_the_baseline_may_cut_the_step_into_smaller_micr
         theirs = baseline.step(lambda k: synthetic_step(finer, k), i, PhaseTimer())
         check_losses(ours.losses, theirs.losses, rtol=1e-4)
     torch.testing.assert_close(engine.contrast.queue, baseline.queue, rtol=1e-4, atol=1e-6)
+
+
+def test_the_baseline_computes_in_the_engine_s_precision_on_a_cpu_too():
+    """run.cpu_bf16: the trainer's step runs under CPU bf16 autocast, and so does the baseline
+    it is compared with (both take the step's ``step_autocast``)."""
+    from infoxlm.train.config import changed
+
+    size, cpu = SIZES["test"], torch.device("cpu")
+    config = changed(train_config(size, cpu, True), run={"cpu_bf16": True})
+    engine = EngineStep(config, cpu, vocab_size=size.vocab_size)
+    from infoxlm.bench.hf_baseline import HFBaseline
+
+    baseline = HFBaseline(engine)
+    seen = []
+    baseline.model.register_forward_hook(lambda *_: seen.append(torch.is_autocast_cpu_enabled()))
+    b = size.cpu
+    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, b.mmlm, b.tlm, b.xlco, b.max_tokens)
+    baseline.step(lambda k: synthetic_step(spec, k), 0, PhaseTimer())
+    assert seen and all(seen)

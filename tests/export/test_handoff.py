@@ -161,7 +161,7 @@ def cli_export(run: Path) -> Path:
 
 
 def test_init_from_a_run_or_a_sentence_transformers_directory(run, tmp_path):
-    from infoxlm.train.loop import encoder_to_continue
+    from infoxlm.train.model_build import encoder_to_continue
 
     exported = Encoder.from_pretrained(cli_export(run))
     from_run = encoder_to_continue(run)

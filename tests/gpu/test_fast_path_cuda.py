@@ -33,7 +33,7 @@ def _demo_micro_step(non_blocking: bool = False):
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
     encoder.set_dropout(0.0)
-    contrast = MomentumContrast.from_config(encoder, config.contrast)
+    contrast = MomentumContrast(encoder, config.contrast)
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 16, 16, 32, 8192)
     data = synthetic_step(spec, 0)
     batches = [b.to(device, non_blocking=non_blocking) for b in (data.mmlm[0], data.tlm[0], data.xlco[0])]

@@ -9,12 +9,23 @@ import torch
 
 from infoxlm import Encoder, EncoderConfig
 from infoxlm.objectives.xlco import MomentumContrast, momentum_at, positive_ranked_first
+from infoxlm.train.config import ContrastConfig
 
 
 @pytest.fixture
 def encoder():
     torch.manual_seed(0)
     return Encoder(EncoderConfig.preset("tiny", vocab_size=60, num_hidden_layers=3))
+
+
+def contrast(encoder, **fields) -> MomentumContrast:
+    """XLCO with ContrastConfig's options and these fields set by hand (past the config's own
+    checks, so that a bad value meets the module's); keys without dropout unless asked, so
+    that they compare with the queries."""
+    settings = ContrastConfig(key_dropout=False)
+    for name, value in fields.items():
+        setattr(settings, name, value)
+    return MomentumContrast(encoder, settings)
 
 
 @pytest.fixture
@@ -28,17 +39,17 @@ def views():
 
 
 def test_momentum_schedules():
-    assert momentum_at(0) == momentum_at(10_000) == 0.9999
+    assert momentum_at(0, "constant", 0.9999) == momentum_at(10_000, "constant", 0.9999) == 0.9999
     assert momentum_at(5, "constant", base=0.999) == 0.999
-    assert momentum_at(0, "inverse_sqrt") == 0.0
-    assert momentum_at(99, "inverse_sqrt") == pytest.approx(1 - 100**-0.51)
-    assert momentum_at(10**9, "inverse_sqrt") == 0.9995
+    assert momentum_at(0, "inverse_sqrt", 0.9999) == 0.0
+    assert momentum_at(99, "inverse_sqrt", 0.9999) == pytest.approx(1 - 100**-0.51)
+    assert momentum_at(10**9, "inverse_sqrt", 0.9999) == 0.9995
     with pytest.raises(ValueError, match="'cosine'"):
-        momentum_at(0, "cosine")
+        momentum_at(0, "cosine", 0.9999)
 
 
 def test_key_encoder_starts_as_a_copy_and_stops_at_the_universal_layer(encoder, views):
-    xlco = MomentumContrast(encoder, layer=2, queue_size=16)
+    xlco = contrast(encoder, layer=2, queue_size=16)
     assert len(xlco.key_encoder.encoder.layer) == 2
     encoder.eval()
     with torch.no_grad():
@@ -47,7 +58,7 @@ def test_key_encoder_starts_as_a_copy_and_stops_at_the_universal_layer(encoder, 
 
 
 def test_momentum_update_matches_a_plain_reference(encoder):
-    xlco = MomentumContrast(encoder, layer=2, queue_size=16)
+    xlco = contrast(encoder, layer=2, queue_size=16)
     with torch.no_grad():
         for p in encoder.parameters():
             p.add_(torch.randn_like(p))
@@ -66,7 +77,7 @@ def test_momentum_update_matches_a_plain_reference(encoder):
 
 
 def test_only_the_query_side_gets_gradients(encoder, views):
-    xlco = MomentumContrast(encoder, layer=2, queue_size=16)
+    xlco = contrast(encoder, layer=2, queue_size=16)
     out = xlco(encoder, *views, *views)
     out.loss().backward()
     assert all(p.grad is None and not p.requires_grad for p in xlco.key_encoder.parameters())
@@ -79,7 +90,7 @@ def test_only_the_query_side_gets_gradients(encoder, views):
 
 
 def test_without_momentum_the_key_encoder_is_the_query_encoder(encoder, views):
-    xlco = MomentumContrast(encoder, layer=2, queue_size=16, use_momentum=False)
+    xlco = contrast(encoder, layer=2, queue_size=16, use_momentum=False)
     assert xlco.key_encoder is None and xlco.key_projection is None
     assert sum(p.numel() for p in xlco.parameters()) == 64 * 64  # the query projection only
     encoder.eval()
@@ -91,7 +102,7 @@ def test_without_momentum_the_key_encoder_is_the_query_encoder(encoder, views):
 
 
 def test_queue_wraps_around_and_counts_real_keys(encoder):
-    xlco = MomentumContrast(encoder, layer=1, queue_size=5)
+    xlco = contrast(encoder, layer=1, queue_size=5)
     batch = lambda start, n: torch.arange(start, start + n, dtype=torch.float).unsqueeze(1).repeat(1, 64)
     assert xlco.prefill_batches_needed(keys_per_batch=2) == 3
     xlco.enqueue(batch(0, 3))
@@ -106,7 +117,7 @@ def test_queue_wraps_around_and_counts_real_keys(encoder):
 
 
 def test_logits_and_loss_on_a_hand_computed_case(encoder):
-    xlco = MomentumContrast(encoder, layer=1, queue_size=2, temperature=0.5)
+    xlco = contrast(encoder, layer=1, queue_size=2, temperature=0.5)
     xlco.queue.zero_()
     xlco.queue[0, 0], xlco.queue[1, 1] = 1.0, -1.0  # negatives e0 and -e1
     q = torch.zeros(1, 64)
@@ -124,7 +135,7 @@ def test_logits_and_loss_on_a_hand_computed_case(encoder):
 
 
 def test_in_batch_negatives_on_a_hand_computed_case(encoder):
-    xlco = MomentumContrast(encoder, layer=1, queue_size=1, temperature=1.0, in_batch_negatives=True)
+    xlco = contrast(encoder, layer=1, queue_size=1, temperature=1.0, in_batch_negatives=True)
     xlco.queue.zero_()
     xlco.queue[0, 2] = 1.0  # one queued negative: e2
     q = torch.zeros(2, 64)
@@ -140,7 +151,7 @@ def test_in_batch_negatives_on_a_hand_computed_case(encoder):
 
 def test_in_batch_negatives_alone_need_no_queue(encoder, views):
     ids, mask = views
-    xlco = MomentumContrast(encoder, layer=2, queue_size=0, in_batch_negatives=True)
+    xlco = contrast(encoder, layer=2, queue_size=0, in_batch_negatives=True)
     assert xlco.is_full and xlco.prefill_batches_needed(keys_per_batch=4) == 0
     out = xlco(encoder, ids, mask, ids, mask)
     assert tuple(out.logits.shape) == (4, 5)  # positive + 4 in-batch columns (own one at −inf)
@@ -151,7 +162,7 @@ def test_in_batch_negatives_alone_need_no_queue(encoder, views):
 
 def test_mean_pooling_reads_the_real_tokens_of_the_universal_layer(encoder, views):
     ids, mask = views
-    xlco = MomentumContrast(encoder, layer=2, queue_size=16, pooling="mean")
+    xlco = contrast(encoder, layer=2, queue_size=16, pooling="mean")
     encoder.eval()
     with torch.no_grad():
         q = xlco.encode_queries(encoder, ids, mask)  # (4, d)
@@ -166,7 +177,7 @@ def test_cls_pooling_reads_the_first_token_of_the_universal_layer(encoder, views
     """The paper's pooling: the <s> state, from a pass whose universal layer runs its
     row-wise part on the <s> rows only; values and gradients as from the full layer."""
     ids, mask = views
-    xlco = MomentumContrast(encoder, layer=2, queue_size=16)  # pooling="cls"
+    xlco = contrast(encoder, layer=2, queue_size=16)  # pooling="cls"
     encoder.eval()
     weights = torch.randn(4, encoder.config.hidden_size)
     q = xlco.encode_queries(encoder, ids, mask)  # (4, d)
@@ -191,15 +202,76 @@ def test_accuracy_counts_ties_as_misses():
     assert positive_ranked_first(logits).tolist() == [True, False]
 
 
+def test_its_options_are_the_config_s_defaults_included(encoder):
+    """Built from a ContrastConfig alone: a field left at its default is the config's default
+    (the key encoder with dropout, as the authors' code), not one of the module's own."""
+    settings = ContrastConfig(layer=2, queue_size=16)
+    xlco = MomentumContrast(encoder, settings)
+    assert xlco.key_dropout is settings.key_dropout is True
+    assert (xlco.temperature, xlco.normalize, xlco.pooling) == (settings.temperature, settings.normalize, settings.pooling)
+    assert (xlco.start_step, xlco.key_warmup, xlco.momentum) == (0, "copy", settings.momentum)
+
+
+def _key_params(xlco) -> list[torch.Tensor]:
+    return [p.detach().clone() for n, p in xlco.key_encoder.named_parameters() if not n.startswith(("lm_head.", "pooler."))]
+
+
+def _moved(encoder) -> None:
+    with torch.no_grad():
+        for p in encoder.parameters():
+            p.add_(torch.randn_like(p))
+
+
+def test_the_key_encoder_waits_frozen_then_copies_then_follows(encoder):
+    """key_warmup=copy: m = 1 and nothing moves before start_step; at start_step the query
+    encoder is copied in; after it, the schedule's m (here inverse_sqrt)."""
+    xlco = contrast(encoder, layer=2, queue_size=4, start_step=2, key_warmup="copy", momentum_schedule="inverse_sqrt")
+    start = _key_params(xlco)
+    for step in (0, 1):
+        assert not xlco.active_at(step)
+        xlco.end_warm_up(encoder, step)
+        _moved(encoder)
+        assert xlco.follow(encoder, step) == 1.0
+    assert all(torch.equal(a, b) for a, b in zip(_key_params(xlco), start))  # frozen
+    assert xlco.active_at(2)
+    xlco.end_warm_up(encoder, 2)
+    query = dict(encoder.named_parameters())
+    copied = [n for n, _ in xlco.key_encoder.named_parameters() if not n.startswith(("lm_head.", "pooler."))]
+    assert all(torch.equal(k, query[n]) for k, n in zip(_key_params(xlco), copied))
+    assert xlco.follow(encoder, 2) == pytest.approx(1 - 3**-0.51)
+
+
+def test_with_key_warmup_momentum_the_key_encoder_follows_from_the_start(encoder):
+    xlco = contrast(encoder, layer=2, queue_size=4, start_step=2, key_warmup="momentum", momentum=0.5)
+    start = _key_params(xlco)
+    xlco.end_warm_up(encoder, 2)  # nothing to copy: it followed all along
+    _moved(encoder)
+    assert xlco.follow(encoder, 0) == 0.5
+    assert not any(torch.equal(a, b) for a, b in zip(_key_params(xlco), start))
+
+
+def test_without_momentum_there_is_nothing_to_follow(encoder):
+    xlco = contrast(encoder, layer=2, queue_size=4, use_momentum=False)
+    assert xlco.follow(encoder, 0) is None
+
+
+def test_prefill_enqueues_real_keys_until_the_queue_is_full(encoder):
+    xlco = contrast(encoder, layer=1, queue_size=5)
+    batches = [torch.full((2, 64), float(j)) for j in range(xlco.prefill_batches_needed(keys_per_batch=2))]
+    xlco.prefill(batches)
+    assert len(batches) == 3 and xlco.is_full
+    assert xlco.queue[:, 0].tolist() == [2.0, 0.0, 1.0, 1.0, 2.0]  # the sixth key wrapped to the front
+
+
 def test_bad_arguments(encoder):
     with pytest.raises(ValueError, match="layer=4"):
-        MomentumContrast(encoder, layer=4)
+        contrast(encoder, layer=4)
     with pytest.raises(ValueError, match="queue_size=0"):
-        MomentumContrast(encoder, layer=1, queue_size=0)
+        contrast(encoder, layer=1, queue_size=0)
     with pytest.raises(ValueError, match="temperature=0"):
-        MomentumContrast(encoder, layer=1, temperature=0)
+        contrast(encoder, layer=1, temperature=0)
     with pytest.raises(ValueError, match="pooling='max'"):
-        MomentumContrast(encoder, layer=1, pooling="max")
+        contrast(encoder, layer=1, pooling="max")
 
 
 @pytest.mark.parametrize("key_dropout", [True, False])
@@ -207,7 +279,7 @@ def test_key_dropout_runs_the_key_encoder_in_training_mode(encoder, views, key_d
     """key_dropout=True (the authors' code): keys get the model's dropout, drawn from torch's
     RNG (so the same seed gives the same keys); False: eval mode, keys without dropout."""
     encoder.set_dropout(0.1)
-    xlco = MomentumContrast(encoder, layer=2, queue_size=16, key_dropout=key_dropout)
+    xlco = contrast(encoder, layer=2, queue_size=16, key_dropout=key_dropout)
     torch.manual_seed(1)
     a = xlco.encode_keys(*views)
     b = xlco.encode_keys(*views)
@@ -245,7 +317,7 @@ def _unit_vectors(n, seed, d=64):
 
 @pytest.mark.parametrize("symmetric, margin", [(False, 0.3), (True, 0.0), (True, 0.3)])
 def test_margin_and_symmetric_terms_match_a_plain_reference(encoder, symmetric, margin):
-    xlco = MomentumContrast(encoder, layer=1, queue_size=3, temperature=0.05, normalize=True,
+    xlco = contrast(encoder, layer=1, queue_size=3, temperature=0.05, normalize=True,
                             in_batch_negatives=True, symmetric=symmetric, margin=margin)  # fmt: skip
     xlco.queue.copy_(_unit_vectors(3, seed=1))
     q, k = _unit_vectors(5, seed=2).requires_grad_(), _unit_vectors(5, seed=3)
@@ -258,7 +330,7 @@ def test_margin_and_symmetric_terms_match_a_plain_reference(encoder, symmetric, 
 
 
 def test_the_margin_lowers_the_loss_s_positive_not_the_accuracy_s(encoder):
-    xlco = MomentumContrast(encoder, layer=1, queue_size=1, temperature=0.5, normalize=True, margin=0.3)
+    xlco = contrast(encoder, layer=1, queue_size=1, temperature=0.5, normalize=True, margin=0.3)
     xlco.queue.zero_()
     q, k = torch.zeros(1, 64), torch.zeros(1, 64)
     q[0, 0], k[0, 0] = 1.0, 1.0
@@ -272,7 +344,7 @@ def test_the_margin_lowers_the_loss_s_positive_not_the_accuracy_s(encoder):
 def test_a_batch_cut_into_pieces_against_its_step_keys_is_the_whole_batch(encoder, symmetric):
     """In-step keys: each piece's queries meet every key of the step; summed over the pieces,
     loss and gradient are the whole batch's, however the pieces are cut and ordered."""
-    xlco = MomentumContrast(encoder, layer=1, queue_size=4, temperature=0.1, normalize=True,
+    xlco = contrast(encoder, layer=1, queue_size=4, temperature=0.1, normalize=True,
                             in_batch_negatives=True, symmetric=symmetric, margin=0.2 if symmetric else 0.0)  # fmt: skip
     xlco.queue.copy_(_unit_vectors(4, seed=1))
     q, k = _unit_vectors(6, seed=2).requires_grad_(), _unit_vectors(6, seed=3)
@@ -294,8 +366,8 @@ def test_a_batch_cut_into_pieces_against_its_step_keys_is_the_whole_batch(encode
 
 def test_translation_ranking_arguments_are_checked(encoder):
     with pytest.raises(ValueError, match="symmetric=True: expected in_batch_negatives=True"):
-        MomentumContrast(encoder, layer=1, symmetric=True)
+        contrast(encoder, layer=1, symmetric=True)
     with pytest.raises(ValueError, match="margin=-0.1: expected a finite number >= 0"):
-        MomentumContrast(encoder, layer=1, normalize=True, margin=-0.1)
+        contrast(encoder, layer=1, normalize=True, margin=-0.1)
     with pytest.raises(ValueError, match="margin=0.3: expected normalize=True"):
-        MomentumContrast(encoder, layer=1, margin=0.3)
+        contrast(encoder, layer=1, margin=0.3)

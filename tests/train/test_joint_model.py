@@ -24,9 +24,10 @@ from infoxlm.model.encoder import Encoder
 from infoxlm.model.fast_paths import FastPaths
 from infoxlm.objectives import vocab_loss
 from infoxlm.objectives.xlco import MomentumContrast
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import ContrastConfig, apply_overrides
 from infoxlm.train.joint_model import JointModel
 from infoxlm.train.loop import Trainer
+from infoxlm.train.presets import preset
 
 from test_loop import structured_store
 
@@ -41,7 +42,7 @@ def _parts(seed: int = 0, fast_paths: FastPaths = FastPaths.training(single_proc
     with torch.no_grad():  # non-trivial LayerNorms, biases and a non-zero <pad> row
         for name, p in encoder.named_parameters():
             p.add_(0.05 * torch.randn_like(p))
-    contrast = MomentumContrast(encoder, layer=size.contrast_layer, queue_size=size.queue_size)
+    contrast = MomentumContrast(encoder, ContrastConfig(layer=size.contrast_layer, queue_size=size.queue_size, key_dropout=False))
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 8, 8, 8, 128)
     return encoder, contrast, [synthetic_step(spec, k) for k in range(2)]
 

@@ -13,9 +13,10 @@ import torch
 
 from infoxlm.data.batching import filler_contrast_batch
 from infoxlm.objectives.xlco import MomentumContrast
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import ContrastConfig, apply_overrides
 from infoxlm.train.joint_model import JointModel
 from infoxlm.train.loop import Trainer
+from infoxlm.train.presets import preset
 
 from test_joint_model import _parts
 from test_loop import structured_store
@@ -78,7 +79,7 @@ def test_in_step_negatives_give_the_same_losses_and_gradients_at_any_token_budge
 
 def test_the_queue_gets_exactly_the_steps_keys_in_slot_order(store, tmp_path):
     trainer = _trainer(store, tmp_path / "run", [*IN_STEP, "data.max_tokens=64", "contrast.queue_size=96"])
-    trainer.prefill_queue()
+    trainer.joint_step.prefill_queue(trainer.store)
     contrast, start = trainer.contrast, int(trainer.contrast.queue_pointer)
     data = trainer.pipeline.step(0, 0, 1)
     assert len(data.xlco) > 1
@@ -109,8 +110,9 @@ def test_the_symmetric_losss_two_query_passes_draw_the_same_dropout():
     the pass with gradient must draw the same masks, so its gradient is the plain loss's."""
     encoder, _, steps = _parts()
     encoder.set_dropout(0.1)
-    contrast = MomentumContrast(encoder, layer=2, queue_size=4, normalize=True, temperature=0.1, use_momentum=False,
-                                in_batch_negatives=True, symmetric=True, margin=0.2)  # fmt: skip
+    settings = ContrastConfig(layer=2, queue_size=4, normalize=True, temperature=0.1, use_momentum=False,
+                              in_batch_negatives=True, symmetric=True, margin=0.2)  # fmt: skip
+    contrast = MomentumContrast(encoder, settings)
     model = JointModel(encoder, contrast).train()
     batch = steps[0].xlco[0]
     vectors = model(keys_of=batch, queries_too=True, query_seed=7)

@@ -18,11 +18,12 @@ from infoxlm.data.store import TokenStore
 from infoxlm.model.config import EncoderConfig
 from infoxlm.model.encoder import Encoder
 from infoxlm.objectives.xlco import MomentumContrast
-from infoxlm.train.config import apply_overrides, preset
+from infoxlm.train.config import ContrastConfig, apply_overrides
 from infoxlm.train.distributed import World
 from infoxlm.train.joint_model import JointModel
 from infoxlm.train.joint_step import aligned_micro_batch
 from infoxlm.train.loop import pretrain
+from infoxlm.train.presets import preset
 from infoxlm.train.stopping import RunStopped
 from infoxlm.train.token_budget import (
     CPU_MAX_TOKENS,
@@ -49,7 +50,7 @@ MEMORY_STEP = {"base": 2 + 10 + 3, "large": 2 + 5 + 3}  # warm-up + timed + 3: t
 
 def joint_model(size: str, vocab_size: int, contrast_layer: int, queue_size: int) -> JointModel:
     encoder = Encoder(EncoderConfig.preset(size, vocab_size=vocab_size))
-    contrast = MomentumContrast(encoder, layer=contrast_layer, queue_size=queue_size)
+    contrast = MomentumContrast(encoder, ContrastConfig(layer=contrast_layer, queue_size=queue_size, key_dropout=False))
     return JointModel(encoder, contrast)
 
 

@@ -31,9 +31,9 @@ from ..data.pipeline import StepData
 from ..embedding import pool
 from ..model.hub import BODY_PREFIX
 from ..objectives.xlco import momentum_at
-from ..train.joint_step import OBJECTIVES, aligned_micro_batch
+from ..train.joint_step import OBJECTIVES, aligned_micro_batch, step_autocast, step_counts
 from ..train.optim import linear_warmup_decay
-from .engine_step import EngineStep, StepOutcome, autocast_for, step_counts
+from .engine_step import EngineStep, StepOutcome
 from .sizes import BenchError
 from .synthetic_batches import step_tokens
 from .timing import PhaseTimer, optimizer_state_tensors, tensor_bytes
@@ -81,7 +81,7 @@ class HFBaseline:
         fields = {k: v for k, v in enc.to_hf_dict().items() if k not in ("architectures", "model_type")}
         fields.update(hidden_dropout_prob=cfg.model.dropout, attention_probs_dropout_prob=cfg.model.dropout)
         self.config = cfg
-        self.device = engine.device
+        self.device, self.world = engine.device, engine.world  # the engine's autocast: ``step_autocast``
         self.layer = cfg.contrast.layer
         self.temperature = cfg.contrast.temperature
         self.normalize = cfg.contrast.normalize
@@ -233,12 +233,12 @@ class HFBaseline:
         sums = dict.fromkeys(OBJECTIVES, 0.0)
         keys, key_slots = [], []
         with timer("forward"):
-            with autocast_for(self.device, cfg.run.bf16):
+            with step_autocast(cfg, self.world):
                 step_keys = self._step_keys(batches["xlco"])
         for i in range(micro_steps):
             picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
             with timer("forward"):
-                with autocast_for(self.device, cfg.run.bf16):
+                with step_autocast(cfg, self.world):
                     loss, micro, k = self._micro_losses(picked, counts, step_keys)
             with timer("backward"):
                 loss.backward()

@@ -33,9 +33,10 @@ import torch
 
 from ..data.pipeline import DEFAULT_MAX_TOKENS, PipelineConfig, StepData
 from ..model.config import EncoderConfig
-from ..train.config import TrainConfig
+from ..train.config import TrainConfig, changed
 from ..train.distributed import World
 from ..train.flops import ModelShape, StepFlops, mfu, peak_bf16_flops, step_data_flops
+from ..train.presets import preset
 from ..train.token_budget import resolve_max_tokens
 from .engine_step import EngineStep
 from .matmul_rate import step_product_rates
@@ -69,13 +70,13 @@ def resolve_device(name: str | None) -> torch.device:
 
 
 def train_config(size: BenchSize, device: torch.device, bf16: bool) -> TrainConfig:
-    """The trainer's config for this size: paper optimizer, the size's contrast, dropout 0."""
-    config = TrainConfig()
-    config.model.dropout = 0.0  # the losses must agree exactly; the authors use 0 when continuing XLM-R
-    config.contrast = dataclasses.replace(config.contrast, **size.contrast)
-    config.run.device = str(device)
-    config.run.bf16 = bf16
-    return config
+    """The trainer's config for this size: the paper's optimizer (the ``base`` preset's), the
+    size's encoder and contrast, dropout 0 (the losses must agree exactly; the authors use 0 when
+    continuing XLM-R), each field validated as the trainer validates it."""
+    return changed(
+        preset("base"), model={"size": size.encoder, "dropout": 0.0}, contrast=size.contrast,
+        run={"device": str(device), "bf16": bf16},
+    )  # fmt: skip
 
 
 def auto_max_tokens(engine: EngineStep, spec: SyntheticSpec, config: TrainConfig, bf16: bool, log) -> int:
@@ -188,10 +189,8 @@ def run_benchmark(
     )
     encoder_config = EncoderConfig.preset(spec_size.encoder, vocab_size=spec_size.vocab_size)
     config = train_config(spec_size, dev, use_bf16)
-    config.run.compile = dev.type == "cuda" if compile_layers is None else compile_layers
-    shape = ModelShape(
-        encoder_config.hidden_size, encoder_config.intermediate_size, encoder_config.num_hidden_layers, encoder_config.vocab_size
-    )
+    config = changed(config, run={"compile": dev.type == "cuda" if compile_layers is None else compile_layers})
+    shape = ModelShape.of(encoder_config)
     sync = device_sync(dev)
     cache: dict[int, StepData] = {}
 
@@ -205,7 +204,7 @@ def run_benchmark(
         return data_for_step
 
     log(f"[bench] {size}: building infoxlm's model on {dev} …")
-    sides = [EngineStep(encoder_config, config, dev, seed=seed)]
+    sides = [EngineStep(config, dev, vocab_size=spec_size.vocab_size, seed=seed)]
     if batches.max_tokens is None:  # --max-tokens auto: as a training run picks it, the model in place
         batches = dataclasses.replace(batches, max_tokens=auto_max_tokens(sides[0], spec, config, use_bf16, log))
         spec = dataclasses.replace(spec, max_tokens=batches.max_tokens)

@@ -9,10 +9,17 @@ pick its own key out of the positive and the K keys of earlier batches kept in a
 
     logits = [q·k⁺, q·n_1, …, q·n_K] / τ          loss = cross-entropy with target 0
 
-This module owns the key side (key encoder, projections, queue); the query encoder is the
-shared model and is passed in, so its parameters live only once, in the model, the optimizer
-and DDP. ``use_momentum=False`` is the paper's −Momentum ablation: keys come from the query
-encoder itself (without gradient) and there is no copy at all.
+This module owns the key side (key encoder, projections, queue) and its whole life in a run:
+the warm-up (``contrast.start_step``: the key encoder frozen, then a copy of the query
+encoder), the queue's pre-fill with real keys before XLCO's first step, the momentum update
+after each optimizer step and the enqueue of the step's keys (the trainer calls them in that
+order, see train/loop.py and train/joint_step.py). The query encoder is the shared model and
+is passed in, so its parameters live only once, in the model, the optimizer and DDP.
+``use_momentum=False`` is the paper's −Momentum ablation: keys come from the query encoder
+itself (without gradient) and there is no copy at all.
+
+Every option is a field of ``train.config.ContrastConfig`` (``ContrastSettings`` below names
+them), whose defaults are the only ones: the module is built from such an object alone.
 
 Beyond the paper, the translation-ranking family (LaBSE's objective, Feng et al., 2022) is
 options of the same contrast: ``in_batch_negatives`` (the batch's other keys are negatives
@@ -26,8 +33,9 @@ Example::
     >>> import torch
     >>> from infoxlm import Encoder, EncoderConfig
     >>> from infoxlm.objectives.xlco import MomentumContrast
+    >>> from infoxlm.train.config import ContrastConfig
     >>> enc = Encoder(EncoderConfig.preset("tiny", vocab_size=50))
-    >>> xlco = MomentumContrast(enc, layer=1, queue_size=8)
+    >>> xlco = MomentumContrast(enc, ContrastConfig(layer=1, queue_size=8))
     >>> ids = torch.randint(4, 49, (4, 6)); mask = torch.ones_like(ids)
     >>> xlco.enqueue(xlco.encode_keys(ids, mask)); xlco.enqueue(xlco.encode_keys(ids, mask))
     >>> out = xlco(enc, ids, mask, ids, mask)
@@ -40,6 +48,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
+from typing import Iterable, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -50,7 +59,28 @@ from ..model.packing import Packing
 from ..model.sentence_layer import POOLINGS
 
 
-def momentum_at(step: int, schedule: str = "constant", base: float = 0.9999, cap: float = 0.9995) -> float:
+class ContrastSettings(Protocol):
+    """What XLCO is built from: the fields of ``train.config.ContrastConfig`` (which gives
+    their defaults and meaning, and validates them), named here so that this module need not
+    import the trainer's config."""
+
+    layer: int
+    queue_size: int
+    temperature: float
+    normalize: bool
+    momentum: float
+    momentum_schedule: str
+    use_momentum: bool
+    in_batch_negatives: bool
+    pooling: str
+    start_step: int
+    key_warmup: str
+    key_dropout: bool
+    symmetric: bool
+    margin: float
+
+
+def momentum_at(step: int, schedule: str, base: float, cap: float = 0.9995) -> float:
     """Momentum coefficient m for optimizer step ``step`` (0-based).
 
     constant: m = base (the paper: 0.9999 for base, 0.999 for large, continued pre-training).
@@ -148,25 +178,16 @@ def positive_ranked_first(logits: torch.Tensor) -> torch.Tensor:
 
 
 class MomentumContrast(nn.Module):
-    """Key encoder, query/key projections and the queue of negative keys."""
+    """Key encoder, query/key projections and the queue of negative keys, for the query
+    encoder ``encoder`` and the options ``settings`` (a ``ContrastConfig``); a ValueError
+    names a value that cannot be used."""
 
-    def __init__(
-        self,
-        encoder: Encoder,
-        *,
-        layer: int,
-        queue_size: int = 131_072,
-        temperature: float = 0.25,
-        normalize: bool = False,
-        use_momentum: bool = True,
-        in_batch_negatives: bool = False,
-        pooling: str = "cls",
-        key_dropout: bool = False,
-        symmetric: bool = False,
-        margin: float = 0.0,
-    ):
+    def __init__(self, encoder: Encoder, settings: ContrastSettings):
         super().__init__()
         config = encoder.config
+        layer, queue_size, temperature = settings.layer, settings.queue_size, settings.temperature
+        normalize, use_momentum, in_batch_negatives = settings.normalize, settings.use_momentum, settings.in_batch_negatives
+        pooling, symmetric, margin = settings.pooling, settings.symmetric, settings.margin
         if not 1 <= layer <= config.num_hidden_layers:
             raise ValueError(f"layer={layer}: expected 1 … {config.num_hidden_layers} (the universal layer)")
         if queue_size < (0 if in_batch_negatives else 1):
@@ -193,9 +214,12 @@ class MomentumContrast(nn.Module):
         self.use_momentum = use_momentum
         self.in_batch_negatives = in_batch_negatives
         self.pooling = pooling
-        self.key_dropout = key_dropout
+        self.key_dropout = settings.key_dropout
         self.symmetric = symmetric
         self.margin = margin
+        # The life cycle: when XLCO starts, how the key encoder waits for it, how it follows.
+        self.start_step, self.key_warmup = settings.start_step, settings.key_warmup
+        self.momentum, self.momentum_schedule = settings.momentum, settings.momentum_schedule
 
         self.query_projection = nn.Linear(d, d, bias=False)
         nn.init.normal_(self.query_projection.weight, std=config.initializer_range)
@@ -217,23 +241,6 @@ class MomentumContrast(nn.Module):
         self.register_buffer("queue_pointer", torch.zeros((), dtype=torch.long))
         self.register_buffer("queue_filled", torch.zeros((), dtype=torch.long))
 
-    @classmethod
-    def from_config(cls, encoder: Encoder, config) -> "MomentumContrast":
-        """From a ``train.config.ContrastConfig`` (or anything with its fields)."""
-        return cls(
-            encoder,
-            layer=config.layer,
-            queue_size=config.queue_size,
-            temperature=config.temperature,
-            normalize=config.normalize,
-            use_momentum=config.use_momentum,
-            in_batch_negatives=config.in_batch_negatives,
-            pooling=config.pooling,
-            key_dropout=config.key_dropout,
-            symmetric=config.symmetric,
-            margin=config.margin,
-        )
-
     @property
     def queue_size(self) -> int:
         return self.queue.shape[0]
@@ -242,30 +249,6 @@ class MomentumContrast(nn.Module):
     def is_full(self) -> bool:
         """True once K real keys have been enqueued; the loss is meaningful only then."""
         return int(self.queue_filled) >= self.queue_size
-
-    # --- momentum -----------------------------------------------------------------------
-
-    def _paired_parameters(self, encoder: Encoder) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """(key tensors, matching query tensors): embeddings, layers 1…layer, projection."""
-        query = dict(encoder.named_parameters())
-        keys, queries = [], []
-        for name, key_param in self.key_encoder.named_parameters():
-            if name.startswith(("lm_head.", "pooler.")):
-                continue
-            keys.append(key_param)
-            queries.append(query[name])
-        keys.append(self.key_projection.weight)
-        queries.append(self.query_projection.weight)
-        return keys, queries
-
-    @torch.no_grad()
-    def momentum_update(self, encoder: Encoder, momentum: float) -> None:
-        """k ← m·k + (1 − m)·q over every key parameter, as one fused foreach operation."""
-        if self.key_encoder is None:
-            return
-        keys, queries = self._paired_parameters(encoder)
-        queries = [q.detach().to(k.dtype) for q, k in zip(queries, keys)]
-        torch._foreach_lerp_(keys, queries, 1.0 - momentum)
 
     # --- encoding -------------------------------------------------------------------------
 
@@ -414,7 +397,72 @@ class MomentumContrast(nn.Module):
             reverse = step.reverse_loss[rows] + (passed - passed.detach())
         return ContrastOutput(logits, positives, self.margin / self.temperature, reverse)
 
-    # --- the queue ------------------------------------------------------------------------
+    # --- the life cycle: warm-up, pre-fill, momentum update, enqueue -------------------------
+
+    def active_at(self, step: int) -> bool:
+        """Whether XLCO trains at optimizer step ``step`` (0-based): from ``start_step`` on."""
+        return step >= self.start_step
+
+    def key_encoder_frozen_at(self, step: int) -> bool:
+        """``key_warmup="copy"`` (the authors' warm-up): no momentum update before ``start_step``."""
+        return step < self.start_step and self.key_warmup == "copy"
+
+    @torch.no_grad()
+    def end_warm_up(self, encoder: Encoder, step: int) -> None:
+        """Before step ``step``: at ``start_step`` (> 0) with ``key_warmup="copy"``, the key
+        encoder, frozen until now, becomes a copy of the query encoder, before it fills the
+        queue. Nothing at any other step, nor with "momentum" (it followed all along)."""
+        if step == self.start_step and step > 0 and self.key_warmup == "copy":
+            self.momentum_update(encoder, momentum=0.0)
+
+    @torch.no_grad()
+    def prefill(self, key_batches: Iterable[torch.Tensor]) -> None:
+        """Before XLCO's first step: enqueue each batch of real keys (N_j, d), drawn for the
+        purpose and encoded without gradient (all ranks', in slot order; the trainer draws
+        ``prefill_batches_needed`` of them), so that the first negatives are keys, not the
+        random vectors the queue starts with."""
+        for keys in key_batches:
+            self.enqueue(keys)
+
+    def prefill_batches_needed(self, keys_per_batch: int) -> int:
+        """Key batches to encode (without gradient) before the queue holds K real keys."""
+        missing = self.queue_size - int(self.queue_filled)
+        return max(0, math.ceil(missing / keys_per_batch))
+
+    @torch.no_grad()
+    def follow(self, encoder: Encoder, step: int) -> float | None:
+        """After optimizer step ``step``: the key encoder follows the query encoder,
+        k ← m·k + (1 − m)·q with m from the schedule (``momentum_at``); returns m, 1 while it
+        is frozen (``key_encoder_frozen_at``), None without a key encoder (−Momentum)."""
+        if self.key_encoder is None:
+            return None
+        if self.key_encoder_frozen_at(step):
+            return 1.0
+        momentum = momentum_at(step, self.momentum_schedule, self.momentum)
+        self.momentum_update(encoder, momentum)
+        return momentum
+
+    def _paired_parameters(self, encoder: Encoder) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """(key tensors, matching query tensors): embeddings, layers 1…layer, projection."""
+        query = dict(encoder.named_parameters())
+        keys, queries = [], []
+        for name, key_param in self.key_encoder.named_parameters():
+            if name.startswith(("lm_head.", "pooler.")):
+                continue
+            keys.append(key_param)
+            queries.append(query[name])
+        keys.append(self.key_projection.weight)
+        queries.append(self.query_projection.weight)
+        return keys, queries
+
+    @torch.no_grad()
+    def momentum_update(self, encoder: Encoder, momentum: float) -> None:
+        """k ← m·k + (1 − m)·q over every key parameter, as one fused foreach operation."""
+        if self.key_encoder is None:
+            return
+        keys, queries = self._paired_parameters(encoder)
+        queries = [q.detach().to(k.dtype) for q, k in zip(queries, keys)]
+        torch._foreach_lerp_(keys, queries, 1.0 - momentum)
 
     @torch.no_grad()
     def enqueue(self, keys: torch.Tensor) -> None:
@@ -432,8 +480,3 @@ class MomentumContrast(nn.Module):
         self.queue[: n - first] = keys[first:]  # wrap around to the front
         self.queue_pointer.fill_((start + n) % K)
         self.queue_filled.fill_(min(int(self.queue_filled) + n, K))
-
-    def prefill_batches_needed(self, keys_per_batch: int) -> int:
-        """Key batches to encode (without gradient) before the queue holds K real keys."""
-        missing = self.queue_size - int(self.queue_filled)
-        return max(0, math.ceil(missing / keys_per_batch))

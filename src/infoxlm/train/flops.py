@@ -40,6 +40,7 @@ per query, under 0.1 % of the demo's step; they are not counted.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -63,6 +64,11 @@ class ModelShape:
         """Matmul weights of one layer: Q, K, V, O (4·d²) and the feed-forward pair (2·d·f)."""
         d, f = self.hidden_size, self.intermediate_size
         return 4 * d * d + 2 * d * f
+
+    @classmethod
+    def of(cls, config) -> "ModelShape":
+        """The shape of an encoder with this ``EncoderConfig``."""
+        return cls(config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size)
 
 
 def encoder_forward_flops(
@@ -221,3 +227,40 @@ def step_data_flops(data, shape: ModelShape, contrast_layer: int, queue_size: in
         queue_size=queue_size,
         pooling=pooling,
     )
+
+
+def trained_flops(data, shape: ModelShape, contrast, xlco_active: bool) -> float:
+    """Useful FLOPs of the step a run trains on ``data`` (a ``StepData``) under its
+    ``contrast`` settings (a ``ContrastConfig``): no XLCO part while XLCO is not active."""
+    if not xlco_active:
+        data = dataclasses.replace(data, xlco=[])
+    layer = contrast.layer if data.xlco else shape.num_layers
+    return step_data_flops(data, shape, layer, contrast.queue_size, contrast.pooling).total
+
+
+def run_peak_flops(device: torch.device, bf16: bool) -> float | None:
+    """The peak a run's MFU divides by: the GPU's dense bf16 peak when it computes in bf16
+    and the GPU is known (``PEAK_BF16_FLOPS``); None otherwise (no MFU)."""
+    if device.type != "cuda" or not bf16:
+        return None
+    return peak_bf16_flops(torch.cuda.get_device_name(device))
+
+
+def throughput_metrics(
+    tokens: float, positions: float, flops: float, *, seconds: float, devices: int, peak_flops: float | None
+) -> dict[str, float]:
+    """A step's rates from its totals over all devices: real tokens (and the positions they
+    fill, padding included) and useful FLOPs, per second and per device; MFU where there is
+    a peak; the share of padding.
+
+    >>> throughput_metrics(750.0, 1000.0, 4e12, seconds=2.0, devices=2, peak_flops=4e12)
+    {'tokens_per_s': 375.0, 'tokens_per_s_per_device': 187.5, 'tflops_per_s_per_device': 1.0, 'mfu': 0.25, 'padding_fraction': 0.25}
+    """
+    metrics = {"tokens_per_s": tokens / seconds, "tokens_per_s_per_device": tokens / seconds / devices}
+    # Useful FLOPs (as infoxlm bench counts them) per second and device; MFU against the
+    # device's dense bf16 peak where it is known (GPUs computing in bf16).
+    metrics["tflops_per_s_per_device"] = flops / seconds / devices / 1e12
+    if peak_flops:
+        metrics["mfu"] = mfu(flops / devices, seconds, peak_flops)
+    metrics["padding_fraction"] = float(1 - tokens / positions) if positions else 0.0
+    return metrics

@@ -1,12 +1,13 @@
 """The joint training step, top to bottom, and the one function that builds it.
 
-``build_joint_step`` puts the encoder and the contrast on the device, compiles their layers if
-asked, wraps the trainable module (``JointModel``) in DDP in a world of several processes, and
-makes the optimizer and the schedule; ``JointStep`` then runs one optimizer step on one step's
-data: (with in-batch negatives, every key of the step first) → micro-batches → losses →
-backward → clip → optimizer → EMA → enqueue. The trainer
-(loop.py) and ``infoxlm bench`` (bench/engine_step.py) both build theirs here, so the step
-the benchmark times is the step training runs.
+``build_joint_step`` puts the model (``JointModel``, built by ``model_build.build_model``) on
+the device, compiles its layers if asked, wraps it in DDP or shards it with FSDP in a world of
+several processes, and makes the optimizer and the schedule; ``JointStep`` then runs one
+optimizer step on one step's data: (with in-batch negatives, every key of the step first) →
+micro-batches → losses → backward → clip → optimizer → EMA → enqueue, and fills XLCO's queue
+before its first step (``prefill_queue``). The trainer (loop.py) and ``infoxlm bench``
+(bench/engine_step.py) both build theirs here, so the step the benchmark times is the step
+training runs.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ import contextlib
 import dataclasses
 import math
 from pathlib import Path
+from typing import Iterator
 
 import torch
+from tqdm.auto import tqdm
 
+from .. import interrupt
 from ..data.batching import filler_contrast_batch, filler_mlm_batch
-from ..data.pipeline import OBJECTIVES, StepData
+from ..data.pipeline import OBJECTIVES, DataPipeline, StepData
+from ..data.store import TokenStore
 from ..model.encoder import Encoder
-from ..objectives.xlco import MomentumContrast, StepKeys, momentum_at
+from ..objectives.xlco import MomentumContrast, StepKeys
 from .checkpoint import last_good_checkpoint
 from .config import TrainConfig
 from .errors import TrainingError
@@ -31,36 +36,29 @@ from .optim import build_optimizer, build_scheduler
 from .parallelism import clip_gradients, distribute, fill_missing_gradients, is_sharded, no_gradient_sync
 
 __all__ = [
-    "OBJECTIVES", "JointStep", "StepPhases", "StepResult", "TrainingError", "aligned_micro_batch", "build_joint_step",
-    "even_out",
+    "OBJECTIVES", "JointStep", "LossSums", "StepPhases", "StepResult", "TrainingError", "aligned_micro_batch", "build_joint_step",
+    "even_out", "micro_steps", "step_autocast", "step_counts",
 ]  # fmt: skip
 
 
-def build_joint_step(
-    config: TrainConfig,
-    world: World,
-    encoder: Encoder,
-    contrast: MomentumContrast | None,
-    *,
-    run_dir: Path | None = None,
-) -> "JointStep":
-    """The step for this encoder and contrast (built with their fast paths): both moved to the
-    world's device, their layers compiled if ``run.compile``, the trainable part in DDP or
-    sharded by FSDP2 (``run.parallelism``) when there are several processes, AdamW with the
-    warm-up / linear-decay schedule."""
-    encoder.to(world.device)
-    if contrast is not None:
-        contrast.to(world.device)
+# The queue pre-fill draws its own XLCO examples, from a seed stream apart from training's.
+PREFILL_SEED_OFFSET = 1_000_003
+
+
+def build_joint_step(config: TrainConfig, world: World, model: JointModel, *, run_dir: Path | None = None) -> "JointStep":
+    """The step for this model (built with its fast paths): moved to the world's device, its
+    layers compiled if ``run.compile``, in DDP or sharded by FSDP2 (``run.parallelism``) when
+    there are several processes, AdamW with the warm-up / linear-decay schedule."""
+    model.to(world.device)
     if config.run.compile:
-        compile_encoders(encoder, contrast)
-    model = JointModel(encoder, contrast)
-    ddp = distribute(model, world, config.run.parallelism, bf16=computes_in_bf16(config, world))
+        compile_encoders(model.encoder, model.contrast)
+    parallel_model = distribute(model, world, config.run.parallelism, bf16=computes_in_bf16(config, world))
     o = config.optim
     optimizer = build_optimizer(
         model.trainable_parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
     )
     scheduler = build_scheduler(optimizer, o.warmup_steps, o.max_steps)
-    return JointStep(config, world, model, ddp, optimizer, scheduler, run_dir=run_dir)
+    return JointStep(config, world, model, parallel_model, optimizer, scheduler, run_dir=run_dir)
 
 
 class StepPhases:
@@ -80,22 +78,54 @@ NO_PHASES = StepPhases()
 
 
 @dataclasses.dataclass
+class LossSums:
+    """A step's summed losses per objective and its XLCO queries whose positive ranked first,
+    over all micro-steps (and, once ``all_reduced``, all ranks)."""
+
+    mmlm: float = 0.0
+    tlm: float = 0.0
+    xlco: float = 0.0
+    xlco_correct: float = 0.0
+
+    def means(self, counts: dict[str, int]) -> dict[str, float]:
+        """Mean loss per objective present in the step (``counts``: its normalisers)."""
+        return {name: getattr(self, name) / counts[name] for name in OBJECTIVES if counts[name] > 0}
+
+
+class SumsOnDevice:
+    """``LossSums`` accumulated on the device in float64 as the micro-steps come (reading a
+    loss on the host would wait for its kernels), read once, after one all-reduce."""
+
+    FIELDS = tuple(f.name for f in dataclasses.fields(LossSums))
+
+    def __init__(self, device: torch.device):
+        self.values = {name: torch.zeros((), dtype=torch.float64, device=device) for name in self.FIELDS}
+
+    def add(self, out: MicroStepLosses) -> None:
+        for name in OBJECTIVES:
+            if getattr(out, name) is not None:
+                self.values[name] += getattr(out, name).detach().double()
+        self.values["xlco_correct"] += out.xlco_correct
+
+    def all_reduced(self, world: World) -> LossSums:
+        total = all_reduce_sum(torch.stack([self.values[name] for name in self.FIELDS]), world)
+        return LossSums(*total.tolist())
+
+
+@dataclasses.dataclass
 class StepResult:
     """What one JointStep call leaves for the metrics."""
 
-    sums: list[float]  # mmlm, tlm, xlco loss sums; xlco correct (all ranks)
+    sums: LossSums  # all ranks
     counts: dict[str, int]  # the loss normalisers (all ranks)
     grad_norm: float
     lr: float
     momentum: float | None
 
     def loss_metrics(self) -> dict[str, float]:
-        metrics = {}
-        for j, name in enumerate(OBJECTIVES):
-            if self.counts[name] > 0:
-                metrics[f"loss/{name}"] = self.sums[j] / self.counts[name]
+        metrics = {f"loss/{name}": mean for name, mean in self.sums.means(self.counts).items()}
         if self.counts["xlco"] > 0:
-            metrics["xlco/accuracy"] = self.sums[3] / self.counts["xlco"]
+            metrics["xlco/accuracy"] = self.sums.xlco_correct / self.counts["xlco"]
         return metrics
 
 
@@ -104,8 +134,8 @@ class JointStep:
     EMA → enqueue. ``Trainer.train_step`` runs it; so does the benchmark (bench/), timing its
     phases through the ``phases`` hook.
 
-    ``ddp`` is what the step calls: ``model`` itself in a world of one or sharded by FSDP2
-    (see parallelism.py), else its DistributedDataParallel wrapper.
+    ``parallel_model`` is what the step calls: ``model`` itself in a world of one or sharded
+    by FSDP2 (see parallelism.py), else its DistributedDataParallel wrapper.
     """
 
     def __init__(
@@ -113,16 +143,16 @@ class JointStep:
         config: TrainConfig,
         world: World,
         model: JointModel,
-        ddp: torch.nn.Module,
+        parallel_model: torch.nn.Module,
         optimizer: torch.optim.Optimizer,
         scheduler: torch.optim.lr_scheduler.LRScheduler,
         *,
         run_dir: Path | None = None,
     ):
-        self.config, self.world, self.model, self.ddp = config, world, model, ddp
+        self.config, self.world, self.model, self.parallel_model = config, world, model, parallel_model
         self.optimizer, self.scheduler, self.run_dir = optimizer, scheduler, run_dir
         self.parameters = model.trainable_parameters()
-        self.sharded = is_sharded(ddp)
+        self.sharded = is_sharded(parallel_model)
 
     @property
     def contrast(self) -> MomentumContrast | None:
@@ -130,42 +160,31 @@ class JointStep:
 
     def __call__(self, data: StepData, step: int, xlco_active: bool, phases: StepPhases = NO_PHASES) -> StepResult:
         cfg, world = self.config, self.world
-        device = world.device
         with phases("data"):
-            local = {"mmlm": data.mmlm, "tlm": data.tlm, "xlco": data.xlco if xlco_active else []}
-            batches = {name: [b.to(device, non_blocking=True) for b in bs] for name, bs in even_out(local, world).items()}
+            batches = self.device_batches(data, xlco_active)
             counts = self._global_counts(data, xlco_active)
-            # Lists aligned at the end, so that the last (synchronising) micro-step carries
-            # every objective of the step.
-            micro_steps = max(len(b) for b in batches.values())
-        sums = torch.zeros(4, dtype=torch.float64, device=device)  # mmlm, tlm, xlco loss sums; xlco correct
+        sums = SumsOnDevice(world.device)
         keys, key_slots = [], []
-        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=computes_in_bf16(cfg, world))
+        autocast = step_autocast(cfg, world)
         step_keys, query_seeds = None, [None] * len(batches["xlco"])
         if batches["xlco"] and self.contrast.in_batch_negatives:
             if self.contrast.symmetric:  # one dropout seed per XLCO micro-batch, for both its query passes
                 query_seeds = torch.randint(0, 2**62, (len(batches["xlco"]),)).tolist()
             with phases("forward"):
                 step_keys = self.encode_step_keys(batches["xlco"], query_seeds, autocast)
-        for i in range(micro_steps):
-            picked = {name: aligned_micro_batch(b, i, micro_steps) for name, b in batches.items()}
-            query_seed = aligned_micro_batch(query_seeds, i, micro_steps)
-            last = i == micro_steps - 1
-            with no_gradient_sync(self.ddp, last):
+        for picked, query_seed, last in micro_steps(batches, query_seeds):
+            with no_gradient_sync(self.parallel_model, last):
                 with phases("forward"):
                     with autocast:
                         # The last micro-step touches what no objective reached (see JointModel);
                         # FSDP gets zero gradients for them after the backward instead.
                         touch = last and not self.sharded
-                        out: MicroStepLosses = self.ddp(
+                        out: MicroStepLosses = self.parallel_model(
                             picked["mmlm"], picked["tlm"], picked["xlco"], touch_unreached=touch,
                             step_keys=step_keys, query_seed=query_seed,
                         )  # fmt: skip
                     loss = self._combine(out, counts) * world.size  # DDP averages over ranks; we want the sum
-                    for j, name in enumerate(OBJECTIVES):
-                        if getattr(out, name) is not None:
-                            sums[j] += getattr(out, name).detach().double()
-                    sums[3] += out.xlco_correct
+                    sums.add(out)
                     if out.keys is not None:
                         keys.append(out.keys)
                         key_slots.append(out.key_slots)
@@ -173,9 +192,8 @@ class JointStep:
                     loss.backward()
 
         with phases("optimizer"):
-            all_reduce_sum(sums, world)
-            sums_cpu = sums.tolist()
-            self._stop_if_not_finite(sums_cpu, counts, step)
+            step_sums = sums.all_reduced(world)
+            self._stop_if_not_finite(step_sums, counts, step)
             if self.sharded:
                 fill_missing_gradients(self.parameters)
             grad_norm = clip_gradients(self.parameters, cfg.optim.clip_norm)  # the host reads it before stepping
@@ -192,34 +210,25 @@ class JointStep:
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
 
-        momentum = None
-        with phases("ema"):
-            if self.contrast is not None and self.contrast.use_momentum:
-                if step < cfg.contrast.start_step and cfg.contrast.key_warmup == "copy":
-                    momentum = 1.0  # frozen during the warm-up (Trainer.train_step copies it at the end)
-                else:
-                    momentum = momentum_at(step, cfg.contrast.momentum_schedule, base=cfg.contrast.momentum)
-                    self.contrast.momentum_update(self.model.encoder, momentum)
+        with phases("ema"):  # the key encoder follows (or, in the copy warm-up, waits: m = 1)
+            momentum = self.contrast.follow(self.model.encoder, step) if self.contrast is not None else None
         with phases("queue"):
             if step_keys is not None:  # every rank's, in slot order already
                 self.contrast.enqueue(step_keys.keys)
             elif keys:  # on every rank or none: even_out gave each rank XLCO micro-steps alike
                 self.enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
-        return StepResult(sums=sums_cpu, counts=counts, grad_norm=grad_norm, lr=lr, momentum=momentum)
+        return StepResult(sums=step_sums, counts=counts, grad_norm=grad_norm, lr=lr, momentum=momentum)
 
     # --- pieces of the step -----------------------------------------------------------------
 
+    def device_batches(self, data: StepData, xlco_active: bool) -> dict[str, list]:
+        """The step's micro-batches per objective on the device, as many on every rank (``even_out``)."""
+        local = {"mmlm": data.mmlm, "tlm": data.tlm, "xlco": data.xlco if xlco_active else []}
+        return {name: [b.to(self.world.device, non_blocking=True) for b in bs] for name, bs in even_out(local, self.world).items()}
+
     def _global_counts(self, data: StepData, xlco_active: bool) -> dict[str, int]:
-        """Masked tokens (MMLM, TLM) and sentences (XLCO) over all ranks: the loss normalisers."""
-        local = torch.tensor(
-            [
-                data.stats["mmlm"].num_masked,
-                data.stats["tlm"].num_masked,
-                data.stats["xlco"].num_examples if xlco_active else 0,
-            ],
-            dtype=torch.float64,
-            device=self.world.device,
-        )
+        """``step_counts`` over all ranks: the loss normalisers."""
+        local = torch.tensor(list(step_counts(data, xlco_active).values()), dtype=torch.float64, device=self.world.device)
         total = all_reduce_sum(local, self.world)
         return {name: int(total[j]) for j, name in enumerate(OBJECTIVES)}
 
@@ -238,12 +247,11 @@ class JointStep:
             total = total + weights[name] * loss_sum / normaliser
         return total
 
-    def _stop_if_not_finite(self, sums: list[float], counts: dict[str, int], step: int) -> None:
-        for j, name in enumerate(OBJECTIVES):
-            if counts[name] > 0 and not math.isfinite(sums[j]):
+    def _stop_if_not_finite(self, sums: LossSums, counts: dict[str, int], step: int) -> None:
+        for name, mean in sums.means(counts).items():
+            if not math.isfinite(getattr(sums, name)):
                 raise TrainingError(
-                    f"step {step}: the {name} loss is not finite ({sums[j] / counts[name]}); "
-                    f"stopping; {last_good_checkpoint(self.run_dir)}"
+                    f"step {step}: the {name} loss is not finite ({mean}); stopping; {last_good_checkpoint(self.run_dir)}"
                 )
 
     @torch.no_grad()
@@ -258,7 +266,7 @@ class JointStep:
         symmetric = self.contrast.symmetric
         for batch, seed in zip(batches, query_seeds):
             with autocast:
-                out: MicroStepLosses = self.ddp(keys_of=batch, queries_too=symmetric, query_seed=seed)
+                out: MicroStepLosses = self.parallel_model(keys_of=batch, queries_too=symmetric, query_seed=seed)
             keys.append(out.keys.float())
             slots.append(out.key_slots)
             if symmetric:
@@ -272,13 +280,71 @@ class JointStep:
 
     def enqueue_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> None:
         """Keys of all ranks, in global slot order (ranks hold contiguous slot ranges)."""
-        local = keys[torch.argsort(slots)].float()
-        self.contrast.enqueue(all_gather_rows(local, self.world))
+        self.contrast.enqueue(self.keys_in_slot_order(keys, slots))
+
+    def keys_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """This rank's keys (n, d) and their slots (n,) → every rank's (N, d), in global slot order."""
+        return all_gather_rows(keys[torch.argsort(slots)].float(), self.world)
+
+    # --- before XLCO's first step -------------------------------------------------------------
+
+    @torch.no_grad()
+    def prefill_queue(self, store: TokenStore, *, progress: bool = False) -> None:
+        """Fill XLCO's queue with the keys of examples drawn for the purpose (their own seed
+        stream, XLCO only), encoded as a training step encodes keys: through the parallel
+        model, the same micro-batches on every rank (FSDP gathers layer by layer)."""
+        data_cfg = dataclasses.replace(
+            self.config.data, seed=self.config.run.seed + PREFILL_SEED_OFFSET, mmlm_batch_size=0, tlm_batch_size=0
+        )
+        pipeline = DataPipeline(store, data_cfg)
+        needed = self.contrast.prefill_batches_needed(data_cfg.xlco_batch_size)
+        bar = tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not progress)
+        self.contrast.prefill(self._prefill_keys(pipeline, j) for j in bar)
+
+    def _prefill_keys(self, pipeline: DataPipeline, j: int) -> torch.Tensor:
+        """The keys of the pre-fill's batch ``j``, all ranks', in slot order: (N, d)."""
+        interrupt.check()  # the pre-fill of a large queue takes a while
+        world = self.world
+        keys, slots = [], []
+        for batch in even_out({"xlco": pipeline.step(j, world.rank, world.size).xlco}, world)["xlco"]:
+            out: MicroStepLosses = self.parallel_model(keys_of=batch.to(world.device))
+            keys.append(out.keys)
+            slots.append(out.key_slots)
+        empty = torch.zeros(0, self.model.encoder.config.hidden_size, device=world.device)
+        return self.keys_in_slot_order(
+            torch.cat(keys) if keys else empty,
+            torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long, device=world.device),
+        )
+
+
+def step_counts(data: StepData, xlco_active: bool = True) -> dict[str, int]:
+    """The loss normalisers of this rank's part of a step: masked tokens (MMLM, TLM) and
+    sentences (XLCO, none while it is not active)."""
+    return {
+        "mmlm": data.stats["mmlm"].num_masked,
+        "tlm": data.stats["tlm"].num_masked,
+        "xlco": data.stats["xlco"].num_examples if xlco_active else 0,
+    }
+
+
+def micro_steps(batches: dict[str, list], query_seeds: list) -> Iterator[tuple[dict, int | None, bool]]:
+    """(micro-batch per objective or None, XLCO query seed, whether last) for each micro-step.
+    The lists are aligned at the end, so that the last (synchronising) micro-step carries
+    every objective of the step."""
+    count = max(len(b) for b in batches.values())
+    for i in range(count):
+        picked = {name: aligned_micro_batch(b, i, count) for name, b in batches.items()}
+        yield picked, aligned_micro_batch(query_seeds, i, count), i == count - 1
 
 
 def computes_in_bf16(config: TrainConfig, world: World) -> bool:
     """bf16 autocast (and FSDP's bf16 compute): on a GPU with run.bf16, on a CPU only with run.cpu_bf16."""
     return config.run.bf16 and (world.device.type == "cuda" or config.run.cpu_bf16)
+
+
+def step_autocast(config: TrainConfig, world: World) -> torch.autocast:
+    """The autocast the step's forward passes run in (``computes_in_bf16``)."""
+    return torch.autocast(world.device.type, dtype=torch.bfloat16, enabled=computes_in_bf16(config, world))
 
 
 # Graphs torch.compile may make of one function: training calls the layers' one forward in up
