@@ -40,7 +40,7 @@ from torch.profiler import ProfilerActivity, profile
 from infoxlm.bench.bench_cli import parse_batches
 from infoxlm.bench.engine_step import EngineStep
 from infoxlm.train.flops import ModelShape, peak_bf16_flops
-from infoxlm.bench.joint_step import data_flops, fill_queue, train_config
+from infoxlm.bench.step_benchmark import data_flops, fill_queue, train_config
 from infoxlm.bench.sizes import Batches, bench_size
 from infoxlm.bench.synthetic_batches import SyntheticSpec, step_tokens, synthetic_step
 from infoxlm.bench.timing import PhaseTimer, device_sync

@@ -1,6 +1,6 @@
 """The joint training step of infoxlm against a plain Hugging Face baseline.
 
-The same as ``infoxlm bench`` (see src/infoxlm/bench/joint_step.py for what is measured and
+The same as ``infoxlm bench`` (see src/infoxlm/bench/step_benchmark.py for what is measured and
 how); kept here beside the other benchmarks so that BENCHMARKS.md's commands run from a
 checkout:
 

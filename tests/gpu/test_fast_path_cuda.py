@@ -21,7 +21,7 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
 def _demo_micro_step(non_blocking: bool = False):
     """The demo size's encoder (dropout 0) and contrast on the GPU, and one micro-step's
     MMLM, TLM and XLCO batches there: (encoder, contrast, [mmlm, tlm, xlco])."""
-    from infoxlm.bench.joint_step import train_config
+    from infoxlm.bench.step_benchmark import train_config
     from infoxlm.bench.sizes import SIZES
     from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
     from infoxlm.model.config import EncoderConfig

@@ -128,7 +128,7 @@ def parse_batches(
 def run_bench_command(args: argparse.Namespace) -> int:
     import torch
 
-    from .joint_step import resolve_device, run_benchmark
+    from .step_benchmark import resolve_device, run_benchmark
     from .report import format_report
     from .sizes import BenchError, bench_size
 

@@ -7,7 +7,7 @@ builds its step with (device, compiled layers, AdamW and its schedule); it then 
 ``JointStep`` with a ``PhaseTimer`` as its phase hook. Its fp32 loss check reads the step's
 own pieces (its micro-batches, micro-steps, counts and sums). What a world of one never does
 (all-reduce, DDP, checkpoints) it does not do here either, nor the queue pre-fill (the
-benchmark fills the queue itself, see joint_step.fill_queue).
+benchmark fills the queue itself, see step_benchmark.fill_queue).
 tests/bench/test_engine_step.py checks that it updates the weights exactly as
 ``Trainer.train_step`` does.
 """

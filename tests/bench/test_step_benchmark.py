@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from infoxlm.bench.engine_step import EngineStep
-from infoxlm.bench.joint_step import LossMismatchError, check_losses, resolve_device, run_benchmark, train_config
+from infoxlm.bench.step_benchmark import LossMismatchError, check_losses, resolve_device, run_benchmark, train_config
 from infoxlm.bench.sizes import SIZES, BenchError
 from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
 from infoxlm.bench.timing import PhaseTimer
@@ -87,7 +87,7 @@ def test_the_baseline_may_cut_the_same_global_batch_into_smaller_micro_batches()
 def test_on_a_gpu_the_automatic_budget_comes_from_the_synthetic_steps_and_free_memory(monkeypatch):
     import types
 
-    from infoxlm.bench.joint_step import auto_max_tokens
+    from infoxlm.bench.step_benchmark import auto_max_tokens
     from infoxlm.train.token_budget import GIB, LADDER
 
     size = SIZES["test"]

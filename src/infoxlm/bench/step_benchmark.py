@@ -39,6 +39,7 @@ from ..train.flops import ModelShape, StepFlops, mfu, peak_bf16_flops, step_data
 from ..train.presets import preset
 from ..train.token_budget import resolve_max_tokens
 from .engine_step import EngineStep
+from .hf_baseline import HFBaseline, require_transformers
 from .matmul_rate import step_product_rates
 from .sizes import Batches, BenchError, BenchSize, bench_size
 from .synthetic_batches import SyntheticSpec, synthetic_step
@@ -140,6 +141,155 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values))
 
 
+@dataclasses.dataclass
+class Plan:
+    """What a benchmark run times, settled from its arguments before anything is built."""
+
+    size_name: str
+    size: BenchSize
+    device: torch.device
+    batches: Batches
+    steps: int
+    warmup: int
+    bf16: bool  # bf16 autocast: on a GPU, when asked
+    peak_flops: float | str | None  # given, "measure" or None (a known GPU's datasheet peak)
+    spec: SyntheticSpec
+    config: TrainConfig
+
+    @property
+    def shape(self) -> ModelShape:
+        return ModelShape.of(EncoderConfig.preset(self.size.encoder, vocab_size=self.size.vocab_size))
+
+
+def plan_benchmark(
+    size: str, device: str | None, *, steps: int | None, warmup: int | None, batches: Batches | None, bf16: bool,
+    compile_layers: bool | None, peak_flops: float | str | None, seed: int,
+) -> Plan:
+    """The size's defaults for what is not given, each value checked (a BenchError names it)."""
+    spec_size = bench_size(size)
+    dev = resolve_device(device)
+    batches = batches or spec_size.batches(dev.type)
+    steps = spec_size.steps[dev.type] if steps is None else steps
+    warmup = spec_size.warmup[dev.type] if warmup is None else warmup
+    if steps < 1 or warmup < 0:
+        raise BenchError(f"--steps {steps} --warmup {warmup}: expected steps >= 1 and warmup >= 0")
+    if peak_flops is not None and peak_flops != "measure" and not peak_flops > 0:
+        raise BenchError(f"--peak-flops {peak_flops:g}: expected a positive FLOP/s rate such as 1.5e11, or 'measure'")
+    use_bf16 = bf16 and dev.type == "cuda"
+    spec = SyntheticSpec(
+        spec_size.vocab_size, spec_size.block_size, spec_size.tlm_max_length, spec_size.xlco_max_length,
+        batches.mmlm, batches.tlm, batches.xlco, batches.max_tokens or DEFAULT_MAX_TOKENS, seed=seed,
+    )  # fmt: skip
+    config = train_config(spec_size, dev, use_bf16)
+    config = changed(config, run={"compile": dev.type == "cuda" if compile_layers is None else compile_layers})
+    return Plan(size, spec_size, dev, batches, steps, warmup, use_bf16, peak_flops, spec, config)
+
+
+class Stepper:
+    """Runs one step of a side on the synthetic data both sides share, timed from an idle
+    device to an idle device; keeps each step's data (the infoxlm side's cut) for its FLOPs."""
+
+    def __init__(self, specs: dict[str, SyntheticSpec], device: torch.device):
+        self.specs, self.sync = specs, device_sync(device)
+        self.cache: dict[int, StepData] = {}
+
+    def __call__(self, side, index: int, timer: PhaseTimer) -> tuple[float, int]:
+        self.sync()
+        started = time.perf_counter()
+        outcome = side.step(lambda i: self._data(side.name, i), index, timer)
+        self.sync()
+        return time.perf_counter() - started, outcome.tokens
+
+    def _data(self, side_name: str, index: int) -> StepData:
+        # Built afresh for each side (the data phase is real work), identical for both.
+        data = synthetic_step(self.specs[side_name], index)
+        self.cache.setdefault(index, data)
+        return data
+
+
+def build_sides(plan: Plan, baseline: bool, seed: int, log, perturb: Callable | None) -> tuple[list, dict[str, SyntheticSpec]]:
+    """infoxlm's side (``EngineStep``, the queue filled), the micro-batch budget where it is
+    automatic, and the baseline copied from it; the synthetic spec of each side's cut."""
+    log(f"[bench] {plan.size_name}: building infoxlm's model on {plan.device} …")
+    sides = [EngineStep(plan.config, plan.device, vocab_size=plan.size.vocab_size, seed=seed)]
+    if plan.batches.max_tokens is None:  # --max-tokens auto: as a training run picks it, the model in place
+        plan.batches = dataclasses.replace(plan.batches, max_tokens=auto_max_tokens(sides[0], plan.spec, plan.config, plan.bf16, log))
+        plan.spec = dataclasses.replace(plan.spec, max_tokens=plan.batches.max_tokens)
+    # The same examples and masks, cut into the baseline's own micro-batches (see sizes.py).
+    specs = {"infoxlm": plan.spec, "hf": dataclasses.replace(plan.spec, max_tokens=plan.batches.baseline_tokens)}
+    fill_queue(sides[0], plan.spec, seed)
+    if baseline:
+        log("[bench] copying its weights into the Hugging Face baseline …")
+        sides.append(HFBaseline(sides[0]))
+        if perturb is not None:
+            perturb(sides[1])
+    return sides, specs
+
+
+def check_first_losses(sides: list, specs: dict[str, SyntheticSpec], rtol: float, log) -> dict[str, list[float]]:
+    """Both sides' fp32 losses of the first step, each on its own cut: equal within rtol."""
+    log("[bench] checking that both compute the same first-step losses (fp32) …")
+    loss_check = check_losses(sides[0].losses(synthetic_step(specs["infoxlm"], 0)), sides[1].losses(synthetic_step(specs["hf"], 0)), rtol)
+    log("[bench] losses agree: " + ", ".join(f"{k} {v[0]:.5f}" for k, v in loss_check.items()))
+    return loss_check
+
+
+def time_steps(plan: Plan, sides: list, stepper: Stepper, log) -> dict[str, dict[str, list]]:
+    """Warm-up steps, then the timed steps with the sides alternating (who goes first
+    alternates too); on a GPU the phases from a pass of their own that synchronises at each
+    phase boundary. Per side: seconds, tokens, useful FLOPs and phase times of each step."""
+    for i in range(plan.warmup):
+        log(f"[bench] warm-up step {i + 1}/{plan.warmup}")
+        for side in sides:
+            stepper(side, i, PhaseTimer())
+    timed = {side.name: {"seconds": [], "tokens": [], "flops": [], "phases": []} for side in sides}
+    shape = plan.shape
+    for j in range(plan.steps):
+        index = plan.warmup + j
+        for side in sides if j % 2 == 0 else sides[::-1]:
+            timer = PhaseTimer()
+            seconds, tokens = stepper(side, index, timer)
+            record = timed[side.name]
+            record["seconds"].append(seconds)
+            record["tokens"].append(tokens)
+            record["flops"].append(data_flops(stepper.cache[index], shape, plan.size).total)
+            record["phases"].append(dict(timer.seconds))
+        stepper.cache.pop(index, None)
+        log(f"[bench] step {j + 1}/{plan.steps}: " + ", ".join(f"{n} {timed[n]['seconds'][-1]:.3f} s" for n in timed))
+    if plan.device.type == "cuda":  # phases need a synchronised pass of their own
+        for name in timed:
+            timed[name]["phases"] = []
+        for j in range(min(plan.steps, 3)):
+            for side in sides:
+                timer = PhaseTimer(sync=stepper.sync)
+                stepper(side, plan.warmup + plan.steps + j, timer)
+                timed[side.name]["phases"].append(dict(timer.seconds))
+        log("[bench] phases timed in a synchronised pass")
+    return timed
+
+
+def peak_memory_mb(plan: Plan, sides: list, stepper: Stepper) -> dict[str, float | None]:
+    """Per side: the state held between steps plus one more step's peak growth, in MiB."""
+    memory = {}
+    for side in sides:
+        state = side.state_bytes()
+        with peak_growth(plan.device) as growth:
+            stepper(side, plan.warmup + plan.steps + 3, PhaseTimer())
+        memory[side.name] = None if growth["bytes"] is None else (state + max(0, growth["bytes"])) / MB
+    return memory
+
+
+def mfu_peak(plan: Plan, measured: list[float]) -> tuple[float | None, str | None]:
+    """MFU's denominator and where it comes from: measured, given, a GPU's datasheet, or none."""
+    if plan.peak_flops == "measure":
+        return max(measured), "measured: best matrix-product rate before and after the timed steps"
+    if plan.peak_flops is not None:
+        return float(plan.peak_flops), "given"
+    if plan.device.type == "cuda":
+        return peak_bf16_flops(torch.cuda.get_device_name(plan.device)), "datasheet dense bf16 peak"
+    return None, None
+
+
 def run_benchmark(
     size: str = "demo",
     device: str | None = None,
@@ -167,145 +317,52 @@ def run_benchmark(
 
     ``_perturb_baseline`` (tests only) is called on the baseline before the loss check."""
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
-    spec_size = bench_size(size)
-    dev = resolve_device(device)
+    plan = plan_benchmark(
+        size, device, steps=steps, warmup=warmup, batches=batches, bf16=bf16, compile_layers=compile_layers,
+        peak_flops=peak_flops, seed=seed,
+    )  # fmt: skip
     if baseline:
-        from .hf_baseline import HFBaseline, require_transformers
-
         require_transformers()
-    batches = batches or spec_size.batches(dev.type)
-    steps = spec_size.steps[dev.type] if steps is None else steps
-    warmup = spec_size.warmup[dev.type] if warmup is None else warmup
-    if steps < 1 or warmup < 0:
-        raise BenchError(f"--steps {steps} --warmup {warmup}: expected steps >= 1 and warmup >= 0")
-    measure_peak = peak_flops == "measure"
-    if peak_flops is not None and not measure_peak and not peak_flops > 0:
-        raise BenchError(f"--peak-flops {peak_flops:g}: expected a positive FLOP/s rate such as 1.5e11, or 'measure'")
-    measured_peaks: list[float] = []
-    use_bf16 = bf16 and dev.type == "cuda"
-    spec = SyntheticSpec(
-        spec_size.vocab_size, spec_size.block_size, spec_size.tlm_max_length, spec_size.xlco_max_length,
-        batches.mmlm, batches.tlm, batches.xlco, batches.max_tokens or DEFAULT_MAX_TOKENS, seed=seed,
-    )
-    encoder_config = EncoderConfig.preset(spec_size.encoder, vocab_size=spec_size.vocab_size)
-    config = train_config(spec_size, dev, use_bf16)
-    config = changed(config, run={"compile": dev.type == "cuda" if compile_layers is None else compile_layers})
-    shape = ModelShape.of(encoder_config)
-    sync = device_sync(dev)
-    cache: dict[int, StepData] = {}
-
-    def data_for(side_name: str) -> Callable[[int], StepData]:
-        def data_for_step(index: int) -> StepData:
-            # Built afresh for each side (the data phase is real work), identical for both.
-            data = synthetic_step(specs[side_name], index)
-            cache.setdefault(index, data)
-            return data
-
-        return data_for_step
-
-    log(f"[bench] {size}: building infoxlm's model on {dev} …")
-    sides = [EngineStep(config, dev, vocab_size=spec_size.vocab_size, seed=seed)]
-    if batches.max_tokens is None:  # --max-tokens auto: as a training run picks it, the model in place
-        batches = dataclasses.replace(batches, max_tokens=auto_max_tokens(sides[0], spec, config, use_bf16, log))
-        spec = dataclasses.replace(spec, max_tokens=batches.max_tokens)
-    # The same examples and masks, cut into the baseline's own micro-batches (see sizes.py).
-    specs = {"infoxlm": spec, "hf": dataclasses.replace(spec, max_tokens=batches.baseline_tokens)}
-    fill_queue(sides[0], spec, seed)
-    if baseline:
-        log("[bench] copying its weights into the Hugging Face baseline …")
-        sides.append(HFBaseline(sides[0]))
-        if _perturb_baseline is not None:
-            _perturb_baseline(sides[1])
-
-    loss_check = None
-    if baseline:
-        log("[bench] checking that both compute the same first-step losses (fp32) …")
-        loss_check = check_losses(
-            sides[0].losses(synthetic_step(spec, 0)), sides[1].losses(synthetic_step(specs["hf"], 0)), rtol
-        )
-        log("[bench] losses agree: " + ", ".join(f"{k} {v[0]:.5f}" for k, v in loss_check.items()))
-
-    def one_step(side, index: int, timer: PhaseTimer) -> tuple[float, int]:
-        sync()
-        started = time.perf_counter()
-        outcome = side.step(data_for(side.name), index, timer)
-        sync()
-        return time.perf_counter() - started, outcome.tokens
+    sides, specs = build_sides(plan, baseline, seed, log, _perturb_baseline)
+    loss_check = check_first_losses(sides, specs, rtol, log) if baseline else None
+    stepper = Stepper(specs, plan.device)
+    measured: list[float] = []
 
     def measure_product_rate() -> None:
-        log(f"[bench] timing this {dev.type}'s matrix products (--peak-flops measure) …")
-        measured_peaks.append(max(step_product_rates(size, dev).values()))
+        log(f"[bench] timing this {plan.device.type}'s matrix products (--peak-flops measure) …")
+        measured.append(max(step_product_rates(size, plan.device).values()))
 
-    if measure_peak:
+    if plan.peak_flops == "measure":
         measure_product_rate()
-    for i in range(warmup):
-        log(f"[bench] warm-up step {i + 1}/{warmup}")
-        for side in sides:
-            one_step(side, i, PhaseTimer())
-
-    timed = {side.name: {"seconds": [], "tokens": [], "flops": [], "phases": []} for side in sides}
-    for j in range(steps):
-        index = warmup + j
-        order = sides if j % 2 == 0 else sides[::-1]
-        for side in order:
-            timer = PhaseTimer()
-            seconds, tokens = one_step(side, index, timer)
-            record = timed[side.name]
-            record["seconds"].append(seconds)
-            record["tokens"].append(tokens)
-            record["flops"].append(data_flops(cache[index], shape, spec_size).total)
-            record["phases"].append(dict(timer.seconds))
-        cache.pop(index, None)
-        log(f"[bench] step {j + 1}/{steps}: " + ", ".join(f"{n} {timed[n]['seconds'][-1]:.3f} s" for n in timed))
-
-    if dev.type == "cuda":  # phases need a synchronised pass of their own
-        for name in timed:
-            timed[name]["phases"] = []
-        for j in range(min(steps, 3)):
-            index = warmup + steps + j
-            for side in sides:
-                timer = PhaseTimer(sync=sync)
-                one_step(side, index, timer)
-                timed[side.name]["phases"].append(dict(timer.seconds))
-        log("[bench] phases timed in a synchronised pass")
-
-    if measure_peak:
+    timed = time_steps(plan, sides, stepper, log)
+    if plan.peak_flops == "measure":
         measure_product_rate()
-
-    memory = {}
-    for side in sides:
-        state = side.state_bytes()
-        with peak_growth(dev) as growth:
-            one_step(side, warmup + steps + 3, PhaseTimer())
-        memory[side.name] = None if growth["bytes"] is None else (state + max(0, growth["bytes"])) / MB
-
-    if measure_peak:
-        peak, peak_source = max(measured_peaks), "measured: best matrix-product rate before and after the timed steps"
-    elif peak_flops is not None:
-        peak, peak_source = float(peak_flops), "given"
-    elif dev.type == "cuda":
-        peak, peak_source = peak_bf16_flops(torch.cuda.get_device_name(dev)), "datasheet dense bf16 peak"
-    else:
-        peak, peak_source = None, None
+    memory = peak_memory_mb(plan, sides, stepper)
+    peak, peak_source = mfu_peak(plan, measured)
     summary = {name: _summarise(record, peak) for name, record in timed.items()}
-    engine = summary["infoxlm"]
-    base = summary.get("hf")
-    result = {
-        "size": size,
+    return _result(plan, summary, timed, memory, (peak, peak_source, measured), loss_check, rtol, baseline)
+
+
+def _result(plan: Plan, summary: dict, timed: dict, memory: dict, peak_info: tuple, loss_check, rtol: float, baseline: bool) -> dict:
+    """The JSON-ready result (keys: see bench_cli.py)."""
+    peak, peak_source, measured = peak_info
+    engine, base, dev, batches, size = summary["infoxlm"], summary.get("hf"), plan.device, plan.batches, plan.size
+    shape = plan.shape
+    return {
+        "size": plan.size_name,
         "device": str(dev),
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else _cpu_name(),
-        "dtype": "bf16 autocast" if use_bf16 else "fp32",
-        "compiled_layers": config.run.compile,
+        "dtype": "bf16 autocast" if plan.bf16 else "fp32",
+        "compiled_layers": plan.config.run.compile,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": _transformers_version() if baseline else None,
         "batches": {"mmlm": batches.mmlm, "tlm": batches.tlm, "xlco": batches.xlco, "max_tokens": batches.max_tokens,
                     "baseline_max_tokens": batches.baseline_tokens},
         "shape": {"layers": shape.num_layers, "hidden": shape.hidden_size, "vocab": shape.vocab_size,
-                  "contrast_layer": spec_size.contrast_layer, "queue": spec_size.queue_size,
-                  "block_size": spec_size.block_size},
-        "steps": steps,
-        "warmup": warmup,
+                  "contrast_layer": size.contrast_layer, "queue": size.queue_size, "block_size": size.block_size},
+        "steps": plan.steps,
+        "warmup": plan.warmup,
         "tokens_per_step": _median(timed["infoxlm"]["tokens"]),
         "flops_per_step": _median(timed["infoxlm"]["flops"]),
         "tokens_per_s": engine["tokens_per_s"],
@@ -328,13 +385,12 @@ def run_benchmark(
         "baseline_achieved_tflops": base["achieved_tflops"] if base else None,
         "peak_flops": peak,
         "peak_flops_source": peak_source if peak else None,
-        "measured_product_flops": measured_peaks or None,
+        "measured_product_flops": measured or None,
         "mfu": engine["mfu"],
         "baseline_mfu": base["mfu"] if base else None,
         "loss_check": {"rtol": rtol, "losses": loss_check} if loss_check else None,
         "platform": platform.platform(),
     }
-    return result
 
 
 def _summarise(record: dict, peak: float | None) -> dict:
@@ -372,4 +428,4 @@ def _transformers_version() -> str | None:
         return None
 
 
-__all__ = ["run_benchmark", "check_losses", "LossMismatchError", "resolve_device", "data_flops"]
+__all__ = ["run_benchmark", "check_losses", "LossMismatchError", "resolve_device", "data_flops", "fill_queue", "train_config"]
