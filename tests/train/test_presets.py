@@ -1,6 +1,6 @@
 """Named presets (train/presets.py): the paper's values, one fresh valid config per call, and
 one source per recipe: what `infoxlm pretrain --preset NAME --print-config` prints is what the
-demo, the demo checkpoint's script and the benchmark train."""
+demo and the demo checkpoint's script train (the benchmark's sizes: tests/bench/test_sizes.py)."""
 
 from __future__ import annotations
 
@@ -153,20 +153,3 @@ def test_the_demo_checkpoint_preset_is_the_recipe_its_model_card_states():
     card = (checkpoint_dir() / "README.md").read_text(encoding="utf-8")
     stated = re.search(r"`infoxlm pretrain --preset demo` with `([^`]*)`", card).group(1).split()
     assert _trained(apply_overrides(preset("demo"), stated)) == _trained(apply_overrides(preset("demo-checkpoint"), ["run.seed=0"]))
-
-
-@pytest.mark.parametrize("name", ["test", "demo", "base", "large"])
-def test_a_benchmark_size_is_read_off_its_preset(name):
-    """`infoxlm bench --size NAME` times the step preset NAME trains: shape, lengths, contrast
-    (base and large: XLCO views of 256 tokens, the benchmark's own choice)."""
-    from infoxlm.bench.sizes import bench_size
-
-    size, config = bench_size(name), preset(name)
-    data = config.data
-    assert (size.encoder, size.block_size, size.tlm_max_length) == (config.model.size, data.block_size, data.tlm_max_length)
-    assert size.xlco_max_length == (256 if name in ("base", "large") else data.xlco_max_length)
-    assert size.contrast == json.loads(json.dumps(resolve_config(config).to_dict()["contrast"]))
-    if name in ("test", "demo"):  # on a CPU, the preset's own batches
-        assert (size.cpu.mmlm, size.cpu.tlm, size.cpu.xlco, size.cpu.max_tokens) == (
-            data.mmlm_batch_size, data.tlm_batch_size, data.xlco_batch_size, data.max_tokens
-        )
