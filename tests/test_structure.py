@@ -18,6 +18,22 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "infoxlm"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 SHARED_CONSTANTS = ("POOLINGS", "BODY_PREFIX", "OBJECTIVES", "MLQA_LANGUAGES")
+# The package's layers, top to bottom, as docs/architecture.md ("Layers") draws them: a unit (a
+# first-level subpackage or top-level module) imports only from its own layer or those below.
+LAYERS = (
+    ("__main__", "cli", "tokenizer_cli"),
+    ("bench", "demo"),
+    ("finetune", "eval"),
+    ("embedding", "tokenizer_training"),
+    ("corpus",),
+    ("train",),
+    ("export", "objectives"),
+    ("data",),
+    ("model",),
+    ("tokenizer", "tokenizer_files", "sentencepiece_charsmap"),
+    ("__init__", "shipped", "outputs", "file_lock", "created_paths", "special_tokens", "cli_args", "interrupt",
+     "version", "errors"),
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -140,6 +156,20 @@ def test_no_import_cycle_among_subpackages() -> None:
     for node, edges in graph.items():
         edges.discard(node)
     assert _cycles(graph) == []
+
+
+def test_every_import_goes_to_the_same_layer_or_below() -> None:
+    rank = {unit: depth for depth, layer in enumerate(LAYERS) for unit in layer}
+
+    def unit(module: str) -> str:
+        return module.split(".")[1] if "." in module else "__init__"
+
+    assert sorted({unit(name) for name in MODULES} - rank.keys()) == [], "place the new unit in LAYERS and the docs"
+    upward = sorted(
+        f"{name} -> {target}" for name, tree in TREES.items() for target in _imported(name, tree)
+        if rank[unit(target)] < rank[unit(name)]
+    )
+    assert upward == []
 
 
 @pytest.mark.parametrize("constant", SHARED_CONSTANTS)
