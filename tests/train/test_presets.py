@@ -127,7 +127,8 @@ def test_print_config_of_a_demo_setting_s_preset_is_what_the_demo_trains(setting
     if settings.from_checkpoint:
         assert printed["model.init"] == str(checkpoint_dir())
         assert printed["contrast.layer"] == read_contrast_layer(checkpoint_dir()) == 3
-        assert f"contrast.layer 3 (recorded by --init {checkpoint_dir()}; preset {settings.preset} has 3)" in err
+        assert f"contrast.layer 3 (recorded by preset {settings.preset}'s model.init {checkpoint_dir()})" in err
+        assert "--init" not in err  # the user passed none
     else:
         assert printed["model.init"] is None
     assert "warning" not in err  # paper-demo's lr is a continuing rate, not a from-scratch preset's

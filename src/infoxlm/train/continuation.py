@@ -75,14 +75,19 @@ def adopt_recorded_layer(config: TrainConfig, name: str, user_set: set[str]) -> 
     init = config.model.init
     if not init:
         return None
+    # Where the model came from: the user's --init (or model.init), or the preset's own model
+    # (paper-demo continues the shipped checkpoint without an --init).
+    source = f"--init {init}" if "model.init" in user_set else f"preset {name}'s model.init {init}"
     recorded, layer = recorded_contrast_layer(init), config.contrast.layer
     if "contrast.layer" in user_set:
         said = f"records {recorded}" if recorded is not None else "records none"
-        return f"contrast.layer {layer} (as set; --init {init} {said})"
+        return f"contrast.layer {layer} (as set; {source} {said})"
     if recorded is None:
-        return f"contrast.layer {layer} (preset {name}'s; --init {init} records none)"
+        return f"contrast.layer {layer} (preset {name}'s; {source} records none)"
     config.contrast = dataclasses.replace(config.contrast, layer=recorded)  # validated as it is made
-    return f"contrast.layer {recorded} (recorded by --init {init}; preset {name} has {layer})"
+    if "model.init" not in user_set:
+        return f"contrast.layer {recorded} (recorded by {source})"
+    return f"contrast.layer {recorded} (recorded by {source}; preset {name} has {layer})"
 
 
 def continuation_warnings(config: TrainConfig, name: str, user_set: set[str]) -> list[str]:
