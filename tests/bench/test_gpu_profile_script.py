@@ -59,13 +59,13 @@ def test_variants_reach_both_encoders_and_the_timed_line(capsys):
     for encoder in (engine.encoder, engine.contrast.key_encoder):
         assert not encoder.fast_paths.padded_vocabulary
         assert not any(getattr(m, "keep_autocast_dtype", False) for m in encoder.modules())
-        assert not any(layer.varlen_attention for layer in encoder.encoder.layer)
+        assert not any(layer.attention.self.varlen_attention for layer in encoder.encoder.layer)
     engine, *_ = script.build(script.parse_args(argv + ["--compile"]), torch.device("cpu"))
     for encoder in (engine.encoder, engine.contrast.key_encoder):  # run.compile, as the trainer applies it
         assert all(layer._compiled_call_impl is not None for layer in encoder.encoder.layer)
     engine, *_ = script.build(script.parse_args(argv), torch.device("cpu"))  # the defaults: both on
     assert engine.encoder.encoder.layer[0]._compiled_call_impl is None
-    assert all(layer.varlen_attention for layer in engine.encoder.encoder.layer)
+    assert all(layer.attention.self.varlen_attention for layer in engine.encoder.encoder.layer)
     assert engine.encoder.embeddings.LayerNorm.keep_autocast_dtype and engine.encoder.fast_paths.padded_vocabulary
     assert script.main(argv + ["--padded-attention"]) == 0
     assert "max_tokens 256 padded-attention: step" in capsys.readouterr().out
