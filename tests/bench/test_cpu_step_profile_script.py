@@ -20,6 +20,18 @@ def _load(name: str):
         sys.path.remove(str(BENCHMARKS))
 
 
+@pytest.fixture(autouse=True)
+def _threads_restored():
+    """The scripts set torch's thread count for their process (--threads); give it back, or every
+    later test in this process multiplies on one thread and rounds differently (the golden loss
+    curve in tests/train/test_loop.py then drifts past its tolerance)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_operators_are_charged_to_the_work_that_called_them():
     kind_of = _load("cpu_step_profile").kind_of
     assert kind_of("aten::linear", "aten::addmm") == "matrix products"
