@@ -114,7 +114,7 @@ def gpu_plan() -> Plan:
         # An eighth of the paper's 2,048 examples per objective (as infoxlm bench): a few dozen
         # steps in a minute or two; the rest of the base preset as it is.
         pretrain_sets=[f"data.{o}_batch_size=256" for o in ("mmlm", "tlm", "xlco")],
-        timeout_s=420,
+        timeout_s=300,
     )
 
 
@@ -259,8 +259,8 @@ def prepare_assets(work: Path, plan: Plan) -> dict[str, Any]:
 def check_pretrain(out: Path, plan: Plan, assets: dict[str, Any], name: str, extra_sets: list[str]) -> dict[str, Any]:
     from infoxlm.train.checkpoint import checkpoint_path
 
-    if not assets.get("ok"):
-        raise CheckFailed(f"no init directory or store: {assets.get('error', 'not prepared')}")
+    if "init" not in assets:
+        raise CheckFailed("no init directory or store: the section 'init directory and store' did not finish")
     slug = name.replace(" ", "_").replace(",", "")
     run_dir, probe = out / "work" / slug, out / "work" / f"{slug}.probe.json"
     sets = [
@@ -269,7 +269,7 @@ def check_pretrain(out: Path, plan: Plan, assets: dict[str, Any], name: str, ext
     ]  # fmt: skip
     argv = [
         sys.executable, "-c", PROBED_COMMAND, "pretrain", "--preset", plan.preset,
-        "--init", assets["figures"]["init"], "--data", assets["figures"]["store"], "--output", str(run_dir),
+        "--init", assets["init"], "--data", assets["store"], "--output", str(run_dir),
         "--max-steps", str(plan.steps), "--no-progress", *(a for s in sets for a in ("--set", s)),
     ]  # fmt: skip
     env = {"TORCH_LOGS": "recompiles", "GPU_CHECK_PROBE": str(probe)}
@@ -287,27 +287,59 @@ def check_pretrain(out: Path, plan: Plan, assets: dict[str, Any], name: str, ext
     return figures
 
 
+def sections(out: Path, plan: Plan) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    """The check's sections in the order they run: the tests, the base bench, the real
+    pre-training runs, then the large bench (the longest, so a run cut short keeps the rest)."""
+    assets: dict[str, Any] = {}
+    base = [(n, a) for n, a in plan.bench if not n.startswith("bench large")]
+    large = [(n, a) for n, a in plan.bench if n.startswith("bench large")]
+    bench = lambda n, a: (n, lambda: check_bench(out, plan, n, a))  # noqa: E731
+    pretrain = lambda n, sets: (n, lambda: check_pretrain(out, plan, assets, n, sets))  # noqa: E731
+    return [
+        ("tests", lambda: check_tests(out, plan)),
+        *(bench(n, a) for n, a in base),
+        ("init directory and store", lambda: assets.update(prepare_assets(out / "work", plan)) or dict(assets)),
+        pretrain("pretrain", []),
+        pretrain("pretrain, activation checkpointing", ["run.activation_checkpointing=true"]),
+        *(bench(n, a) for n, a in large),
+    ]
+
+
+def chosen(names: list[str], only: list[str] | None) -> list[str]:
+    """The section names ``--only`` picks (each a prefix of a name), the store added where a
+    pre-training run needs it; every name when ``only`` is None."""
+    if not only:
+        return names
+    unknown = [o for o in only if not any(n.startswith(o) for n in names)]
+    if unknown:
+        raise SystemExit(f"gpu_check.py: --only {unknown[0]!r} names no section; the sections: {', '.join(names)}")
+    picked = {n for n in names if any(n.startswith(o) for o in only)}
+    if any(n.startswith("pretrain") for n in picked):
+        picked.add("init directory and store")
+    return [n for n in names if n in picked]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", type=Path, default=ROOT / "gpu-check", help="report directory (default: gpu-check/)")
     parser.add_argument("--dry", action="store_true", help="the same sections on a CPU at test size")
+    parser.add_argument(
+        "--only", nargs="+", metavar="SECTION",
+        help="run only the sections whose names start so (e.g. tests 'bench base' pretrain); the environment always",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     plan = dry_plan() if args.dry else gpu_plan()
     out = args.output.resolve()
+    steps = sections(out, plan)
+    names = chosen([n for n, _ in steps], args.only)
     report = Report(out, args.dry)
     started = time.perf_counter()
     env = report.run("environment", environment)
     if not args.dry and not env.get("figures", {}).get("cuda_available"):
         print("[gpu-check] no CUDA device here: each GPU section will record its failure (use --dry on a CPU)", flush=True)
-    report.run("tests", lambda: check_tests(out, plan))
-    for name, bench_args in plan.bench:
-        report.run(name, lambda a=bench_args, n=name: check_bench(out, plan, n, a))
-    assets = report.run("init directory and store", lambda: prepare_assets(out / "work", plan))
-    report.run("pretrain", lambda: check_pretrain(out, plan, assets, "pretrain", []))
-    report.run(
-        "pretrain, activation checkpointing",
-        lambda: check_pretrain(out, plan, assets, "pretrain, activation checkpointing", ["run.activation_checkpointing=true"]),
-    )
+    for name, body in steps:
+        if name in names:
+            report.run(name, body)
     report.data["seconds"] = round(time.perf_counter() - started, 1)
     report.write()
     failed = [s["name"] for s in report.data["sections"] if not s["ok"]]
