@@ -41,6 +41,30 @@ def test_identical_sentences_are_found_at_every_layer(tiny_model_dir, tmp_path):
         assert result["layers"][k]["languages"]["deu"] == {"xx2en": 100.0, "en2xx": 100.0, "n": 12}
 
 
+def test_english_that_several_files_hold_is_embedded_once_and_scores_as_alone(tiny_model_dir, tmp_path, monkeypatch):
+    """A multi-parallel set (every language translating the same English, as the demo's splits
+    do) embedded the same English once per language."""
+    import infoxlm.eval.tatoeba as tatoeba
+
+    en = TINY_TEXT["en"]
+    files = {"deu": (TINY_TEXT["de"], en), "rus": (TINY_TEXT["ru"], en[:2] + ["Only in the Russian file."])}
+    for code, (xx, eng) in files.items():
+        write_laser(tmp_path / "all", code, xx, eng)
+        write_laser(tmp_path / code, code, xx, eng)
+    encoder, tokenizer = Encoder.from_pretrained(tiny_model_dir), Tokenizer.from_pretrained(tiny_model_dir)
+    alone = {code: evaluate_tatoeba(encoder, tokenizer, str(tmp_path / code), [code], [0, 1, 2]) for code in files}
+    embedded = []
+    real = tatoeba.embed_layers
+    monkeypatch.setattr(tatoeba, "embed_layers", lambda e, t, sentences, *a, **k: embedded.extend(sentences) or real(e, t, sentences, *a, **k))
+    together = evaluate_tatoeba(encoder, tokenizer, str(tmp_path / "all"), list(files), [0, 1, 2])
+    english = [s for s in embedded if s in set(en) | {"Only in the Russian file."}]
+    assert sorted(english) == sorted(set(en) | {"Only in the Russian file."})  # each once
+    assert "Only in the Russian file." in embedded and len(embedded) == len(set(en)) + 1 + 2 * len(en)
+    for code in files:
+        for k in (0, 1, 2):
+            assert together["layers"][k]["languages"][code] == alone[code]["layers"][k]["languages"][code]
+
+
 def test_languages_presets_and_codes(tmp_path):
     write_laser(tmp_path, "deu", ["a"], ["b"])
     write_laser(tmp_path, "swh", ["c"], ["d"])
@@ -160,6 +184,7 @@ def test_layer_all_prints_every_layers_average_and_the_bars_say_what_they_embed(
         average = out["layers"][str(k)]["average"]
         assert f"{average['xx2en']:.1f}" in row and f"{average['en2xx']:.1f}" in row
     assert rows[3].endswith("(the table above)") and rows[0].split()[2] == "(embeddings)"
-    for label in ("deu-eng (1/2): deu", "deu-eng (1/2): eng", "rus-eng (2/2): rus", "rus-eng (2/2): eng"):
+    # Both files hold the same English: it is embedded once, under its own bar.
+    for label in ("deu-eng (1/2): deu", "rus-eng (2/2): rus", "eng (shared)"):
         assert label in captured.err, captured.err
     assert "embedding:" not in captured.err

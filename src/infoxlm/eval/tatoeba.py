@@ -17,6 +17,7 @@ layer.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
@@ -120,18 +121,24 @@ def evaluate_tatoeba(
     max_length: int = 512,
     progress: bool = False,
 ) -> dict:
-    """Top-1 accuracy per language, both directions, at each layer.
+    """Top-1 accuracy per language, both directions, at each layer. An English sentence that
+    several languages' files hold (a multi-parallel set) is embedded once for all of them.
 
     Returns {"pooling", "layers": {layer: {"layer", "pooling", "languages": {code: {"xx2en",
     "en2xx", "n"}}, "average": {"xx2en", "en2xx"}}}}.
     """
+    pairs = {code: load_pairs(data, code) for code in languages}
+    kwargs = dict(pooling=pooling, batch_size=batch_size, max_length=max_length, progress=progress)
+    # English sentences that several languages' files hold (a multi-parallel set, where every
+    # language translates the same English) are embedded once: {sentence: row of `shared`}.
+    counts = Counter(sentence for _, en in pairs.values() for sentence in set(en))
+    shared_rows = {sentence: row for row, sentence in enumerate(s for s, n in counts.items() if n > 1)}
+    shared = embed_layers(encoder, tokenizer, list(shared_rows), layers, desc="eng (shared)", **kwargs) if shared_rows else {}
     per_layer: dict[int, dict] = {k: {} for k in layers}
-    for i, code in enumerate(languages, start=1):
-        xx, en = load_pairs(data, code)
-        kwargs = dict(pooling=pooling, batch_size=batch_size, max_length=max_length, progress=progress)
+    for i, (code, (xx, en)) in enumerate(pairs.items(), start=1):
         pair = f"{code}-eng ({i}/{len(languages)})"  # each bar says what it embeds: "deu-eng (1/3): deu"
         xx_vectors = embed_layers(encoder, tokenizer, xx, layers, desc=f"{pair}: {code}", **kwargs)
-        en_vectors = embed_layers(encoder, tokenizer, en, layers, desc=f"{pair}: eng", **kwargs)
+        en_vectors = _english_vectors(encoder, tokenizer, en, layers, shared_rows, shared, desc=f"{pair}: eng", **kwargs)
         for k in layers:
             per_layer[k][code] = {**retrieval_accuracy(xx_vectors[k], en_vectors[k]), "n": len(xx)}
     result = {"pooling": pooling, "layers": {}}
@@ -139,3 +146,24 @@ def evaluate_tatoeba(
         average = {d: float(np.mean([s[d] for s in scores.values()])) for d in ("xx2en", "en2xx")}
         result["layers"][k] = {"layer": k, "pooling": pooling, "languages": scores, "average": average}
     return result
+
+
+def _english_vectors(
+    encoder: Encoder, tokenizer: Tokenizer, en: list[str], layers: Sequence[int],
+    shared_rows: dict[str, int], shared: dict[int, np.ndarray], *, desc: str, **kwargs,
+) -> dict[int, np.ndarray]:
+    """{layer: (len(en), d)}: the rows of ``shared`` for its sentences, the rest embedded here."""
+    own = [i for i, sentence in enumerate(en) if sentence not in shared_rows]
+    if len(own) == len(en):
+        return embed_layers(encoder, tokenizer, en, layers, desc=desc, **kwargs)
+    embedded = embed_layers(encoder, tokenizer, [en[i] for i in own], layers, desc=desc, **kwargs) if own else {}
+    from_shared = [i for i, sentence in enumerate(en) if sentence in shared_rows]
+    rows = [shared_rows[en[i]] for i in from_shared]
+    vectors = {}
+    for k in layers:
+        v = np.empty((len(en), shared[k].shape[1]), dtype=np.float32)
+        v[from_shared] = shared[k][rows]
+        if own:
+            v[own] = embedded[k]
+        vectors[k] = v
+    return vectors
