@@ -78,3 +78,27 @@ def test_set_dropout_reaches_the_attention_probabilities():
     enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
     enc.set_dropout(0.3)
     assert [layer.attention.self.dropout_p for layer in enc.encoder.layer] == [0.3] * enc.num_layers
+
+
+def test_under_cpu_bf16_autocast_attention_alone_runs_in_fp32(monkeypatch):
+    """torch's CPU attention kernel is slower in bf16 than in fp32; the products around it
+    still run in bf16, and without autocast nothing changes."""
+    seen = []
+    real_sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, **kwargs):
+        seen.append((q.dtype, torch.is_autocast_enabled("cpu")))
+        return real_sdpa(q, k, v, **kwargs)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
+    torch.manual_seed(0)
+    layer = attention.SelfAttention(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    x = torch.randn(2, 5, layer.query.in_features)
+    mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    plain = layer(x, mask)
+    assert seen.pop() == (torch.float32, False) and plain.dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = layer(x.bfloat16(), mask)
+        assert torch.is_autocast_enabled("cpu")  # given back after the call
+    assert seen.pop() == (torch.float32, False) and mixed.dtype == torch.bfloat16
+    assert (mixed.float() - plain).abs().max() < 0.05

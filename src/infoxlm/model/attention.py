@@ -10,6 +10,8 @@ device, ``varlen_attention_applies``.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import importlib.util
 
 import torch
@@ -98,9 +100,16 @@ class SelfAttention(nn.Module):
             y = proj(x) if packing is None else packing.pad(proj(x))
             return y.view(B, T, h, d // h).transpose(1, 2)
 
-        with sdpa_kernel(ATTENTION_BACKENDS):
-            context = F.scaled_dot_product_attention(
-                heads(self.query), heads(self.key), heads(self.value), attn_mask=attn_mask, dropout_p=dropout_p
-            )  # (B, h, T, d/h)
+        q, k, v = heads(self.query), heads(self.key), heads(self.value)
+        # On a CPU, torch's bf16 attention kernel is slower than its fp32 one (2.6× at the demo's
+        # shapes, while bf16 products run 2× faster: benchmarks/results/2026-11-26-cpu-step.md),
+        # so under CPU bf16 autocast attention alone runs in fp32.
+        in_fp32 = x.device.type == "cpu" and q.dtype == torch.bfloat16
+        if in_fp32:
+            q, k, v = q.float(), k.float(), v.float()
+        with sdpa_kernel(ATTENTION_BACKENDS), torch.autocast("cpu", enabled=False) if in_fp32 else nullcontext():
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)  # (B, h, T, d/h)
+        if in_fp32:
+            context = context.to(torch.bfloat16)
         context = context.transpose(1, 2).reshape(B, T, d)
         return context if packing is None else packing.pack(context)  # (n, d)
