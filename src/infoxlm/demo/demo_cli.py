@@ -18,7 +18,7 @@ def add_demo_command(commands: argparse._SubParsersAction) -> None:
             "Tatoeba-style retrieval (test split and a held-out Firefox split never trained on) and "
             "zero-shot cross-lingual transfer of an English-trained classifier. Prints a table and "
             "writes DIR/results.json, DIR/results.md, DIR/*.png, DIR/infoxlm/ and DIR/no-xlco/. "
-            "About 10 minutes on two CPU cores; --quick takes under two minutes and only checks the "
+            "About 9 minutes on two CPU cores; --quick takes under two minutes and only checks the "
             "pipeline. Re-running into the same DIR reuses the vocabulary, store and finished runs; SIGTERM "
             "ends the demo after the pre-training step in progress (exit 0), and re-running continues it.\n\n"
             "--setting paper runs the paper's main setting instead: it continues the small pre-trained "
