@@ -1,13 +1,14 @@
 """`make gpu-check`: everything infoxlm should show on a GPU, in one command, into one report.
 
-On whatever GPU it finds (one process, meant to end within ten minutes on one H100), in turn:
+On whatever GPU it finds (one process; the aim is ten minutes on one H100), in turn:
 
 - ``tests``: ``pytest tests/gpu`` (the bf16 fast path against the plain fp32 one, the Triton
   loss, varlen attention, a micro-step without device synchronisation);
-- ``bench base`` / ``bench large``: ``infoxlm bench --json`` at the defaults (compiled layers,
-  ``--max-tokens auto``: the budget a training run would pick, infoxlm alone because that budget
-  is sized to the memory beside infoxlm's model only) and at the hand-tuned budgets (98,304 /
-  16,384 tokens) beside the transformers baseline: tokens/s, speed-up, MFU, peak memory;
+- ``bench base`` (``bench large`` runs last, the longest): ``infoxlm bench --json`` at the
+  defaults (compiled layers, ``--max-tokens auto``: the budget a training run would pick,
+  infoxlm alone because that budget is sized to the memory beside infoxlm's model only) and at
+  the hand-tuned budgets (98,304 / 16,384 tokens) beside the transformers baseline: tokens/s,
+  speed-up, MFU, peak memory;
 - ``pretrain``: a real ``infoxlm pretrain --preset base --init DIR`` of a few dozen steps, DIR an
   XLM-R-shaped encoder with XLM-R's 250,002-piece vocabulary (random weights, written by
   infoxlm's own hub writer), on a store prepared from the demo corpus with that tokenizer: step
@@ -26,6 +27,9 @@ the test suite runs it, so the script cannot rot while no GPU is at hand.
 
     python benchmarks/gpu_check.py                    # make gpu-check
     python benchmarks/gpu_check.py --dry              # make gpu-check DRY=1
+    python benchmarks/gpu_check.py --only tests "bench base" pretrain   # some sections
+
+On one H200 the whole check took 696 s (benchmarks/results/2026-11-26-gpu-check.md).
 """
 
 from __future__ import annotations
