@@ -27,7 +27,7 @@ def add_demo_command(commands: argparse._SubParsersAction) -> None:
             "\"The paper's setting\"), trains InfoXLM and its ablations (no-xlco, no-tlm, no-mixup, "
             "no-momentum, last-layer; DIR/NAME each), and writes tables shaped like the paper's ablation "
             "tables with its numbers beside, and the layer-wise retrieval figure (InfoXLM, -XLCO, the "
-            "starting point). About 40 minutes on two CPU cores."
+            "starting point). About 41 minutes on two CPU cores."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: infoxlm demo --output out/demo    then: infoxlm eval tatoeba --model out/demo/infoxlm …",
