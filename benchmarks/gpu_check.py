@@ -294,7 +294,12 @@ def check_pretrain(out: Path, plan: Plan, assets: dict[str, Any], name: str, ext
 def sections(out: Path, plan: Plan) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
     """The check's sections in the order they run: the tests, the base bench, the real
     pre-training runs, then the large bench (the longest, so a run cut short keeps the rest)."""
-    assets: dict[str, Any] = {}
+    assets: dict[str, Any] = {}  # filled by the store's section, read by the pre-training runs
+
+    def prepare() -> dict[str, Any]:
+        assets.update(prepare_assets(out / "work", plan))
+        return dict(assets)
+
     base = [(n, a) for n, a in plan.bench if not n.startswith("bench large")]
     large = [(n, a) for n, a in plan.bench if n.startswith("bench large")]
     bench = lambda n, a: (n, lambda: check_bench(out, plan, n, a))  # noqa: E731
@@ -302,7 +307,7 @@ def sections(out: Path, plan: Plan) -> list[tuple[str, Callable[[], dict[str, An
     return [
         ("tests", lambda: check_tests(out, plan)),
         *(bench(n, a) for n, a in base),
-        ("init directory and store", lambda: assets.update(prepare_assets(out / "work", plan)) or dict(assets)),
+        ("init directory and store", prepare),
         pretrain("pretrain", []),
         pretrain("pretrain, activation checkpointing", ["run.activation_checkpointing=true"]),
         *(bench(n, a) for n, a in large),

@@ -10,9 +10,8 @@ device, ``varlen_attention_applies``.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import importlib.util
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
