@@ -29,7 +29,9 @@ the test suite runs it, so the script cannot rot while no GPU is at hand.
     python benchmarks/gpu_check.py --dry              # make gpu-check DRY=1
     python benchmarks/gpu_check.py --only tests "bench base" pretrain   # some sections
 
-On one H200 the whole check took 696 s (benchmarks/results/2026-11-26-gpu-check.md).
+On one H200 the whole check took 696 s; on one H100 its first eight sections took 477 s and
+the last, the large bench beside the baseline, about 140 s more
+(benchmarks/results/2026-11-26-gpu-check.md).
 """
 
 from __future__ import annotations
