@@ -14,7 +14,7 @@ from typing import Any
 BENCH_KEYS = (
     "compiled_layers", "dtype", "tokens_per_step", "tokens_per_s", "baseline_tokens_per_s", "speedup",
     "step_seconds", "baseline_step_seconds", "mfu", "baseline_mfu", "peak_flops_source", "peak_memory_mb",
-    "baseline_peak_memory_mb", "process_peak_rss_mb", "phases",
+    "baseline_peak_memory_mb", "process_peak_rss_mb", "phases", "steps", "warmup", "baseline_steps",
 )  # fmt: skip
 
 

@@ -52,6 +52,25 @@ def test_missing_transformers_is_one_line(monkeypatch, capsys):
     assert "infoxlm[hf]" in err and "--no-baseline" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
+def test_baseline_steps_times_the_baseline_over_the_first_steps_only(capsys):
+    pytest.importorskip("transformers")
+    argv = ["bench", "--size", "test", "--device", "cpu", "--steps", "3", "--warmup", "1", "--baseline-steps", "1"]
+    assert main([*argv, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["steps"] == 3 and result["baseline_steps"] == 1
+    assert len(result["step_seconds_all"]) == 3 and len(result["baseline_step_seconds_all"]) == 1
+    assert result["speedup"] > 0
+    assert main(argv) == 0
+    assert "median of 3 steps after 1 warm-up (the baseline's: its first 1)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["0", "4"])
+def test_bad_baseline_steps_flag(capsys, value):
+    assert main(["bench", "--size", "test", "--device", "cpu", "--steps", "3", "--baseline-steps", value]) == 1
+    assert f"--baseline-steps {value}: expected 1 … 3 (--steps)" in capsys.readouterr().err
+
+
 def test_bad_baseline_max_tokens_flag(capsys):
     assert main(["bench", "--size", "test", "--device", "cpu", "--baseline-max-tokens", "0"]) == 1
     assert "--baseline-max-tokens 0: expected a positive number of tokens" in capsys.readouterr().err

@@ -39,6 +39,11 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=None, help="timed steps per side (default: per size and device)")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps per side first (default: per size and device)")
     p.add_argument(
+        "--baseline-steps", type=int, default=None, metavar="N",
+        help="time the baseline over the first N of infoxlm's steps only (default: all): its steps are "
+        "not compiled and take the same time each, so a few suffice beside a slow baseline",
+    )  # fmt: skip
+    p.add_argument(
         "--batch",
         default=None,
         metavar="MMLM,TLM,XLCO",
@@ -142,6 +147,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
             str(device),
             steps=args.steps,
             warmup=args.warmup,
+            baseline_steps=args.baseline_steps,
             batches=batches,
             baseline=not args.no_baseline,
             bf16=not args.fp32,

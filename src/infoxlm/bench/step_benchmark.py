@@ -151,6 +151,7 @@ class Plan:
     batches: Batches
     steps: int
     warmup: int
+    baseline_steps: int  # the baseline's timed steps: the first of infoxlm's ``steps``
     bf16: bool  # bf16 autocast: on a GPU, when asked
     peak_flops: float | str | None  # given, "measure" or None (a known GPU's datasheet peak)
     spec: SyntheticSpec
@@ -163,7 +164,7 @@ class Plan:
 
 def plan_benchmark(
     size: str, device: str | None, *, steps: int | None, warmup: int | None, batches: Batches | None, bf16: bool,
-    compile_layers: bool | None, peak_flops: float | str | None, seed: int,
+    compile_layers: bool | None, peak_flops: float | str | None, seed: int, baseline_steps: int | None = None,
 ) -> Plan:
     """The size's defaults for what is not given, each value checked (a BenchError names it)."""
     spec_size = bench_size(size)
@@ -173,6 +174,9 @@ def plan_benchmark(
     warmup = spec_size.warmup[dev.type] if warmup is None else warmup
     if steps < 1 or warmup < 0:
         raise BenchError(f"--steps {steps} --warmup {warmup}: expected steps >= 1 and warmup >= 0")
+    baseline_steps = steps if baseline_steps is None else baseline_steps
+    if not 1 <= baseline_steps <= steps:
+        raise BenchError(f"--baseline-steps {baseline_steps}: expected 1 … {steps} (--steps)")
     if peak_flops is not None and peak_flops != "measure" and not peak_flops > 0:
         raise BenchError(f"--peak-flops {peak_flops:g}: expected a positive FLOP/s rate such as 1.5e11, or 'measure'")
     use_bf16 = bf16 and dev.type == "cuda"
@@ -182,7 +186,7 @@ def plan_benchmark(
     )  # fmt: skip
     config = train_config(spec_size, dev, use_bf16)
     config = changed(config, run={"compile": dev.type == "cuda" if compile_layers is None else compile_layers})
-    return Plan(size, spec_size, dev, batches, steps, warmup, use_bf16, peak_flops, spec, config)
+    return Plan(size, spec_size, dev, batches, steps, warmup, baseline_steps, use_bf16, peak_flops, spec, config)
 
 
 class Stepper:
@@ -236,17 +240,19 @@ def check_first_losses(sides: list, specs: dict[str, SyntheticSpec], rtol: float
 
 def time_steps(plan: Plan, sides: list, stepper: Stepper, log) -> dict[str, dict[str, list]]:
     """Warm-up steps, then the timed steps with the sides alternating (who goes first
-    alternates too); on a GPU the phases from a pass of their own that synchronises at each
-    phase boundary. Per side: seconds, tokens, useful FLOPs and phase times of each step."""
+    alternates too; the baseline drops out after its ``baseline_steps``); on a GPU the phases
+    from a pass of their own that synchronises at each phase boundary. Per side: seconds,
+    tokens, useful FLOPs and phase times of each step."""
     for i in range(plan.warmup):
         log(f"[bench] warm-up step {i + 1}/{plan.warmup}")
         for side in sides:
             stepper(side, i, PhaseTimer())
     timed = {side.name: {"seconds": [], "tokens": [], "flops": [], "phases": []} for side in sides}
     shape = plan.shape
+    timing = lambda j: sides if j < plan.baseline_steps else sides[:1]  # noqa: E731  (the sides step j times)
     for j in range(plan.steps):
         index = plan.warmup + j
-        for side in sides if j % 2 == 0 else sides[::-1]:
+        for side in timing(j) if j % 2 == 0 else timing(j)[::-1]:
             timer = PhaseTimer()
             seconds, tokens = stepper(side, index, timer)
             record = timed[side.name]
@@ -260,7 +266,7 @@ def time_steps(plan: Plan, sides: list, stepper: Stepper, log) -> dict[str, dict
         for name in timed:
             timed[name]["phases"] = []
         for j in range(min(plan.steps, 3)):
-            for side in sides:
+            for side in timing(j):
                 timer = PhaseTimer(sync=stepper.sync)
                 stepper(side, plan.warmup + plan.steps + j, timer)
                 timed[side.name]["phases"].append(dict(timer.seconds))
@@ -296,6 +302,7 @@ def run_benchmark(
     *,
     steps: int | None = None,
     warmup: int | None = None,
+    baseline_steps: int | None = None,
     batches: Batches | None = None,
     baseline: bool = True,
     bf16: bool = True,
@@ -312,6 +319,9 @@ def run_benchmark(
     (no MFU on a CPU); "measure" for the best rate of the size's matrix products on this
     device (``matmul_rate.py``), timed before the warm-up and after the timed steps.
 
+    ``baseline_steps``: the baseline's timed steps (default: ``steps``), the first of
+    infoxlm's: its steps are not compiled and take the same time each, so a few suffice.
+
     ``compile_layers``: infoxlm's encoder layers through ``torch.compile`` (``run.compile``);
     default: on a GPU.
 
@@ -319,7 +329,7 @@ def run_benchmark(
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     plan = plan_benchmark(
         size, device, steps=steps, warmup=warmup, batches=batches, bf16=bf16, compile_layers=compile_layers,
-        peak_flops=peak_flops, seed=seed,
+        peak_flops=peak_flops, seed=seed, baseline_steps=baseline_steps,
     )  # fmt: skip
     if baseline:
         require_transformers()
@@ -363,6 +373,7 @@ def _result(plan: Plan, summary: dict, timed: dict, memory: dict, peak_info: tup
                   "contrast_layer": size.contrast_layer, "queue": size.queue_size, "block_size": size.block_size},
         "steps": plan.steps,
         "warmup": plan.warmup,
+        "baseline_steps": plan.baseline_steps if base else None,
         "tokens_per_step": _median(timed["infoxlm"]["tokens"]),
         "flops_per_step": _median(timed["infoxlm"]["flops"]),
         "tokens_per_s": engine["tokens_per_s"],
