@@ -249,10 +249,14 @@ def time_steps(plan: Plan, sides: list, stepper: Stepper, log) -> dict[str, dict
             stepper(side, i, PhaseTimer())
     timed = {side.name: {"seconds": [], "tokens": [], "flops": [], "phases": []} for side in sides}
     shape = plan.shape
-    timing = lambda j: sides if j < plan.baseline_steps else sides[:1]  # noqa: E731  (the sides step j times)
+
+    def stepping(j: int) -> list:
+        """The sides that take timed step j: the baseline in its first ``baseline_steps`` only."""
+        return sides if j < plan.baseline_steps else sides[:1]
+
     for j in range(plan.steps):
         index = plan.warmup + j
-        for side in timing(j) if j % 2 == 0 else timing(j)[::-1]:
+        for side in stepping(j) if j % 2 == 0 else stepping(j)[::-1]:
             timer = PhaseTimer()
             seconds, tokens = stepper(side, index, timer)
             record = timed[side.name]
@@ -261,12 +265,12 @@ def time_steps(plan: Plan, sides: list, stepper: Stepper, log) -> dict[str, dict
             record["flops"].append(data_flops(stepper.cache[index], shape, plan.size).total)
             record["phases"].append(dict(timer.seconds))
         stepper.cache.pop(index, None)
-        log(f"[bench] step {j + 1}/{plan.steps}: " + ", ".join(f"{n} {timed[n]['seconds'][-1]:.3f} s" for n in timed))
+        log(f"[bench] step {j + 1}/{plan.steps}: " + ", ".join(f"{side.name} {timed[side.name]['seconds'][-1]:.3f} s" for side in stepping(j)))
     if plan.device.type == "cuda":  # phases need a synchronised pass of their own
         for name in timed:
             timed[name]["phases"] = []
         for j in range(min(plan.steps, 3)):
-            for side in timing(j):
+            for side in stepping(j):
                 timer = PhaseTimer(sync=stepper.sync)
                 stepper(side, plan.warmup + plan.steps + j, timer)
                 timed[side.name]["phases"].append(dict(timer.seconds))
