@@ -20,7 +20,7 @@ def format_report(r: dict) -> str:
         f"batch per step: MMLM {b['mmlm']} × {s['block_size']}, TLM {b['tlm']}, XLCO {b['xlco']} "
         f"(micro-batches ≤ {b['max_tokens']:,} tokens); {r['tokens_per_step']:,.0f} real tokens, "
         f"{r['flops_per_step'] / 1e9:,.1f} useful GFLOP per step; median of {r['steps']} steps after {r['warmup']} warm-up"
-        + (f" (the baseline's: its first {r['baseline_steps']})" if (r.get("baseline_steps") or r["steps"]) < r["steps"] else ""),
+        + (f" (the baseline's: its first {r['baseline_steps']})" if r["baseline_steps"] not in (None, r["steps"]) else ""),
         "",
         f"{'':<22}{'tokens/s':>12}{'step s':>10}{'TFLOP/s':>10}{'MFU':>8}{'peak MB':>10}",
     ]
