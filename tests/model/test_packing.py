@@ -79,3 +79,20 @@ def test_sequence_means_average_each_rows_real_tokens():
     assert torch.allclose(packing.sequence_means(packing.pack(x)), expected, atol=1e-6)
     low = packing.sequence_means(packing.pack(x).bfloat16())  # summed in fp32, handed back in bf16
     assert low.dtype == torch.bfloat16 and torch.allclose(low.float(), expected, atol=2e-2)
+
+
+def test_a_bucketed_packing_rounds_its_rows_up_with_a_sequence_of_spare_rows():
+    lengths, width = [3, 1, 4], 4  # 8 real tokens
+    base = Packing.of(_mask(lengths, width))
+    packing = base.bucketed(6)
+    assert (packing.num_tokens, packing.spare_rows, packing.num_rows) == (8, 4, 12)
+    cu, longest = packing.attention_layout()
+    assert cu.tolist() == [0, 3, 4, 8, 12] and longest == 4  # the spare rows: one more sequence
+    assert base.bucketed(4) is base and base.attention_layout()[0].tolist() == [0, 3, 4, 8]  # 8 is a multiple
+    assert base.bucketed(13).attention_layout()[1] == 5  # the spare sequence is longer than any row
+    x = torch.randn(3, width, 2)
+    packed = packing.pack(x)
+    assert packed.shape == (12, 2) and packed[8:].abs().sum() == 0  # real tokens first, then zeros
+    assert torch.equal(packing.pad(packed), base.pad(packed[:8]))  # spare rows dropped
+    moved = packing.to("cpu")
+    assert moved.spare_rows == 4 and torch.equal(moved.attention_layout()[0], cu)

@@ -132,13 +132,20 @@ def test_model_size_takes_exactly_the_encoders_named_sizes():
         apply_overrides(preset("test"), ["model.size=huge"])
 
 
-def test_compiling_is_left_to_the_device_unless_told():
+def test_what_is_left_to_the_device_is_chosen_by_it_unless_told():
     from infoxlm.train.config import resolve_config
 
     assert resolve_config(preset("base"), torch.device("cuda")).run.compile is True
     assert resolve_config(preset("base"), torch.device("cpu")).run.compile is False
     told = apply_overrides(preset("base"), ["run.compile=false"])
     assert resolve_config(told, torch.device("cuda")).run.compile is False
+    # The token bucket and the data built ahead: a GPU's speed levers, pure cost on a CPU.
+    gpu, cpu = (resolve_config(preset("base"), torch.device(d)).run for d in ("cuda", "cpu"))
+    assert (gpu.token_bucket, gpu.prefetch_data, cpu.token_bucket, cpu.prefetch_data) == (2048, True, 0, False)
+    told = apply_overrides(preset("base"), ["run.token_bucket=512", "run.prefetch_data=false"])
+    assert (resolve_config(told, torch.device("cuda")).run.token_bucket, told.run.prefetch_data) == (512, False)
+    with pytest.raises(ConfigError, match="run.token_bucket=-1: expected an integer >= 0"):
+        apply_overrides(preset("base"), ["run.token_bucket=-1"])
 
 
 def test_a_field_that_may_be_unset_parses_as_its_declared_type_and_auto_unsets_it():

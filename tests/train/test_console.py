@@ -82,13 +82,14 @@ class _Store:
 
 def test_summary_of_a_base_run_on_eight_gpus():
     config = apply_overrides(preset("base"), ["model.init=xlm-roberta-base", "data.sampling_unit=tokens",
-                                              "run.compile=true", "data.max_tokens=16384"])
+                                              "run.compile=true", "data.max_tokens=16384", "run.token_bucket=2048"])
     lines = config_summary(config, run_dir=Path("runs/base"), preset="base", encoder=_Encoder(),
                            store=_Store(), device="cuda", processes=8, bf16=True, start_step=0)
     text = "\n".join(lines)
     assert "base: 12 layers, hidden 768, 12 heads, vocabulary 250,002; 278.0M parameters; continues xlm-roberta-base" in text
     assert "8 languages (ar, bg, de, el, en, es, …), 1 pair (en-de)" in text and "n in tokens" in text
     assert "device    cuda × 8 processes (ddp); bf16; compile on; micro-batch budget 16,384 tokens" in text
+    assert "per objective, packed passes rounded up to a multiple of 2,048" in text
     assert len(lines) <= 8
 
 

@@ -235,3 +235,18 @@ def test_run_fast_paths_false_never_calls_the_fused_cross_entropy(store, tmp_pat
     metrics = trainer.train_step()
     assert metrics["loss/mmlm"] > 0 and metrics["loss/tlm"] > 0  # the step computed masked-LM losses
     assert bool(calls) is fused_runs, calls
+
+
+@pytest.mark.parametrize("bucket", [64, 1000])
+def test_a_token_bucket_gives_the_same_joint_losses_and_gradients(bucket):
+    """run.token_bucket: every packed pass (MMLM, TLM, XLCO's queries and keys) rounded up by
+    spare rows gives the losses and gradients of the real rows alone."""
+    encoder, contrast, steps = _parts(fast_paths=FastPaths.training(single_process=True))
+    bucketed, same_contrast, _ = _parts(fast_paths=FastPaths.training(single_process=True, token_bucket=bucket))
+    micro = _micro_steps(steps)
+    assert any(b.packing.num_tokens % bucket for m in micro for b in m[:2] if b is not None)  # spare rows made
+    expected_sums, expected_grads = _joint(encoder, contrast, micro)
+    sums, grads = _joint(bucketed, same_contrast, micro)
+    assert sums == pytest.approx(expected_sums, rel=1e-6)
+    for name, g in expected_grads.items():
+        torch.testing.assert_close(grads[name], g, rtol=1e-5, atol=1e-6, msg=name)

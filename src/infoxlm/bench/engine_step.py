@@ -83,7 +83,7 @@ class EngineStep:
         sums = SumsOnDevice(self.device)
         for picked, _, _ in micro_steps(batches, no_seeds):
             sums.add(self.model(picked["mmlm"], picked["tlm"], picked["xlco"], step_keys=step_keys))
-        return sums.all_reduced(self.world).means(step_counts(data))
+        return sums.read(self.world).means(step_counts(data))
 
     def step(self, data_for_step, index: int, timer: PhaseTimer) -> StepOutcome:
         """One optimizer step on ``data_for_step(index)`` (a StepData), phases timed by ``timer``."""

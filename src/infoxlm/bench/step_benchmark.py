@@ -33,7 +33,7 @@ import torch
 
 from ..data.pipeline import DEFAULT_MAX_TOKENS, PipelineConfig, StepData
 from ..model.config import EncoderConfig
-from ..train.config import TrainConfig, changed
+from ..train.config import TrainConfig, changed, resolve_config
 from ..train.distributed import World
 from ..train.flops import ModelShape, StepFlops, mfu, peak_bf16_flops, step_data_flops
 from ..train.presets import preset
@@ -185,7 +185,8 @@ def plan_benchmark(
         batches.mmlm, batches.tlm, batches.xlco, batches.max_tokens or DEFAULT_MAX_TOKENS, seed=seed,
     )  # fmt: skip
     config = train_config(spec_size, dev, use_bf16)
-    config = changed(config, run={"compile": dev.type == "cuda" if compile_layers is None else compile_layers})
+    # What a run leaves to its device (compiled layers, the token bucket) chosen as the trainer chooses it.
+    config = resolve_config(changed(config, run={"compile": compile_layers}), dev)
     return Plan(size, spec_size, dev, batches, steps, warmup, baseline_steps, use_bf16, peak_flops, spec, config)
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -88,19 +89,16 @@ class MLMBatch:
         return self.num_positions - self.num_tokens
 
     def to(self, device, non_blocking: bool = False) -> "MLMBatch":
-        move = lambda t: t.to(device, non_blocking=non_blocking)  # noqa: E731
-        return MLMBatch(
-            move(self.input_ids),
-            move(self.attention_mask),
-            move(self.masked_positions),
-            move(self.targets),
-            move(self.slots),
-            self.num_tokens,
-            self.num_masked,
-            self.packing.to(device, non_blocking),
-            move(self.masked_rows),
-            self.filler,
-        )
+        return self.map_tensors(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> "MLMBatch":
+        """A copy in page-locked host memory, whose copy to a GPU can run without the host waiting."""
+        return self.map_tensors(torch.Tensor.pin_memory)
+
+    def map_tensors(self, move: Callable[[torch.Tensor], torch.Tensor]) -> "MLMBatch":
+        """This batch with ``move`` applied to each of its tensors (its packing's too)."""
+        changed = {f.name: move(getattr(self, f.name)) for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), torch.Tensor)}
+        return dataclasses.replace(self, **changed, packing=self.packing.map_tensors(move))
 
 
 @dataclass
@@ -140,6 +138,9 @@ class ContrastBatch:
 
     def to(self, device, non_blocking: bool = False) -> "ContrastBatch":
         return ContrastBatch(self.query.to(device, non_blocking), self.key.to(device, non_blocking))
+
+    def pin_memory(self) -> "ContrastBatch":
+        return ContrastBatch(self.query.pin_memory(), self.key.pin_memory())
 
 
 def padding_fraction(batches) -> float:

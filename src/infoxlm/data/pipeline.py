@@ -157,6 +157,12 @@ class StepData:
     stats: dict[str, ObjectiveStats]
     seconds: float  # time spent building this step's data
 
+    def pin_memory(self) -> "StepData":
+        """This step's micro-batches in page-locked host memory (their copies to a GPU then
+        run without the host waiting for the device)."""
+        pin = lambda batches: [b.pin_memory() for b in batches]  # noqa: E731
+        return dataclasses.replace(self, mmlm=pin(self.mmlm), tlm=pin(self.tlm), xlco=pin(self.xlco))
+
     @property
     def padding_fraction(self) -> float:
         positions = sum(s.num_positions for s in self.stats.values())

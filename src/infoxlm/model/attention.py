@@ -85,7 +85,7 @@ class SelfAttention(nn.Module):
         q, k, v = (proj(x).view(n, self.num_heads, d // self.num_heads) for proj in (self.query, self.key, self.value))
         # The padded length bounds every sequence's length; as the kernel's maximum it only
         # sizes its launch grid, and reading it needs no device synchronisation.
-        cu, longest = packing.cu_seqlens, packing.length
+        cu, longest = packing.attention_layout()
         return varlen_attn(q, k, v, cu, cu, longest, longest).reshape(n, d)
 
     def _padded(
@@ -96,7 +96,7 @@ class SelfAttention(nn.Module):
         h = self.num_heads
 
         def heads(proj: nn.Linear) -> torch.Tensor:  # (B, T, d) → (B, h, T, d/h)
-            y = proj(x) if packing is None else packing.pad(proj(x))
+            y = proj(x) if packing is None else packing.pad(proj(x[: packing.num_tokens]))  # spare rows left out
             return y.view(B, T, h, d // h).transpose(1, 2)
 
         q, k, v = heads(self.query), heads(self.key), heads(self.value)

@@ -353,10 +353,12 @@ class Encoder(nn.Module):
         # The chosen real tokens as rows of a state flattened to (n, d) or (B·T, d).
         keep = None if rows is None else rows if packed or not packing.has_padding else packing.rows[rows]
 
+        # The layers' packing: the real tokens' row count rounded up to the token bucket, if any.
+        layout = packing.bucketed(self.fast_paths.token_bucket) if packed and self.fast_paths.token_bucket else packing
         if packed:
             if position_ids is None:
                 position_ids = xlmr_position_ids(input_ids, self.config.pad_token_id)
-            x = self.embeddings(packing.pack(input_ids), packing.pack(position_ids))  # (n, d)
+            x = self.embeddings(layout.pack(input_ids), layout.pack(position_ids))  # (n + spare rows, d)
         else:
             x = self.embeddings(input_ids, position_ids)  # (B, T, d)
         rows_in_top_layer = keep is not None and self.fast_paths.top_rows_only and num_layers > 0
@@ -366,11 +368,14 @@ class Encoder(nn.Module):
         states = [x]
         for i, layer in enumerate(self.encoder.layer[:num_layers]):
             top = i == num_layers - 1
-            args = (x, attn_mask, packing if packed else None, keep if top and rows_in_top_layer else None)
+            args = (x, attn_mask, layout if packed else None, keep if top and rows_in_top_layer else None)
             x = torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False) if recompute else layer(*args)
             states.append(x)
         if keep is not None and not rows_in_top_layer:  # the whole last state was computed: pick
             states[-1] = select_rows(x.reshape(-1, x.shape[-1]), keep)
+        if layout.spare_rows:  # only the real tokens' rows leave the encoder (views, no copies)
+            n, picked = packing.num_tokens, keep is not None  # a picked last state has its k rows only
+            states = [s[:n] for s in states[:-1]] + [states[-1] if picked else states[-1][:n]]
         return states, packing, packed
 
     def compile_layers(self, backend: str = "inductor") -> None:

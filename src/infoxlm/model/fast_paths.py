@@ -23,6 +23,10 @@ The losses over its outputs read them there too (``encoder.fast_paths``).
 - ``fused_vocab_loss``: on a GPU, the masked-LM loss's cross-entropy over the vocabulary in
   two one-pass Triton kernels, where they run (objectives/vocab_loss.py); off, the plain
   ``F.cross_entropy`` in fp32.
+- ``token_bucket``: with ``skip_padding``, a packed pass's row count rounded up to a
+  multiple of this many tokens (0: not rounded) by spare rows that form a sequence of their
+  own and that nothing reads (see packing.py): its tensors' sizes then repeat from step to
+  step, which a GPU's caching allocator needs to reuse its blocks. Not a flag: a size.
 
 >>> FastPaths.training(single_process=True).word_grad_in_place
 True
@@ -46,16 +50,17 @@ class FastPaths:
     low_precision_residual: bool = True
     padded_vocabulary: bool = True
     fused_vocab_loss: bool = True
+    token_bucket: int = 0
 
     @classmethod
     def plain(cls) -> "FastPaths":
         """The reference computation: no fast path at all (``run.fast_paths=false``)."""
-        return cls(**{field.name: False for field in fields(cls)})
+        return cls(**{field.name: type(field.default)() for field in fields(cls)})  # False, 0
 
     @classmethod
-    def training(cls, single_process: bool) -> "FastPaths":
+    def training(cls, single_process: bool, token_bucket: int = 0) -> "FastPaths":
         """Pre-training's: every path, the in-place word gradient only without DDP."""
-        return cls(skip_padding=True, word_grad_in_place=single_process)
+        return cls(skip_padding=True, word_grad_in_place=single_process, token_bucket=token_bucket)
 
     @classmethod
     def inference(cls) -> "FastPaths":

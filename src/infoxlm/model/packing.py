@@ -22,7 +22,9 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -60,10 +62,40 @@ class Packing:
     batch: int  # B
     length: int  # T
     num_tokens: int  # n, a host int: reading it never synchronises with a device
+    # Rows after the n real ones in a packed pass's states, rounding their count up to a
+    # bucket (``bucketed``): one more sequence that attends to itself only and that nothing
+    # reads, so every loss and gradient is what the n rows alone give.
+    spare_rows: int = 0
+    # With spare rows: the variable-length kernel's layout, (B + 2,) cu_seqlens with the spare
+    # rows as the last sequence and the longest sequence; made once per pass, where the pass
+    # starts, so that compiled layers only read it.
+    spare_layout: tuple[torch.Tensor, int] | None = None
 
     @property
     def has_padding(self) -> bool:
         return self.num_tokens < self.batch * self.length
+
+    @property
+    def num_rows(self) -> int:
+        """Rows of a packed pass's states: n real tokens, then the spare rows."""
+        return self.num_tokens + self.spare_rows
+
+    def bucketed(self, multiple: int) -> "Packing":
+        """This packing with its packed row count rounded up to a multiple of ``multiple``.
+
+        Packed passes of a training run have a new token count at every step; rounded up,
+        the sizes of their tensors repeat, so the GPU's caching allocator reuses its blocks
+        (model/fast_paths.py, ``token_bucket``). No device value is read."""
+        spare = -self.num_tokens % multiple
+        if not spare:
+            return self
+        cu_seqlens = F.pad(self.cu_seqlens, (0, 1), value=self.num_tokens + spare)
+        return dataclasses.replace(self, spare_rows=spare, spare_layout=(cu_seqlens, max(self.length, spare)))
+
+    def attention_layout(self) -> tuple[torch.Tensor, int]:
+        """(cu_seqlens, longest sequence) of the packed rows for a variable-length attention
+        kernel: the spare rows, if any, are a sequence of their own, which no real token sees."""
+        return self.spare_layout or (self.cu_seqlens, self.length)
 
     @classmethod
     def of(cls, attention_mask: torch.Tensor) -> "Packing":
@@ -84,8 +116,12 @@ class Packing:
         return self.cu_seqlens[:-1].long()
 
     def to(self, device, non_blocking: bool = False) -> "Packing":
-        move = lambda t: t.to(device, non_blocking=non_blocking)  # noqa: E731
-        return Packing(move(self.rows), move(self.cu_seqlens), self.batch, self.length, self.num_tokens)
+        return self.map_tensors(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def map_tensors(self, move: Callable[[torch.Tensor], torch.Tensor]) -> "Packing":
+        """This packing with ``move`` applied to its tensors (a copy to a device, pinning)."""
+        spare_layout = None if self.spare_layout is None else (move(self.spare_layout[0]), self.spare_layout[1])
+        return dataclasses.replace(self, rows=move(self.rows), cu_seqlens=move(self.cu_seqlens), spare_layout=spare_layout)
 
     def attention_mask(self) -> torch.Tensor:
         """(B, T) bool, True on real tokens."""
@@ -93,11 +129,15 @@ class Packing:
         return flat.index_fill_(0, self.rows, True).view(self.batch, self.length)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, ...) → (n, ...): the real tokens, in row-major order."""
-        return select_rows(x.reshape(self.batch * self.length, *x.shape[2:]), self.rows)
+        """(B, T, ...) → (n + spare rows, ...): the real tokens in row-major order, then zeros."""
+        packed = select_rows(x.reshape(self.batch * self.length, *x.shape[2:]), self.rows)
+        if not self.spare_rows:
+            return packed
+        return torch.cat([packed, packed.new_zeros(self.spare_rows, *packed.shape[1:])])
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
-        """(n, ...) → (B, T, ...), zeros at the padding."""
+        """(n + spare rows, ...) → (B, T, ...), zeros at the padding; the spare rows are dropped."""
+        x = x[: self.num_tokens]
         # In place into the fresh zeros: the out-of-place index_copy would first clone them
         # (one more write of B·T rows); autograd differentiates both alike (IndexCopyBackward).
         flat = x.new_zeros(self.batch * self.length, *x.shape[1:]).index_copy_(0, self.rows, x)

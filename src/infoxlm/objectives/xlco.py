@@ -240,6 +240,10 @@ class MomentumContrast(nn.Module):
         self.register_buffer("queue", torch.randn(queue_size, d) * config.initializer_range)  # (K, d)
         self.register_buffer("queue_pointer", torch.zeros((), dtype=torch.long))
         self.register_buffer("queue_filled", torch.zeros((), dtype=torch.long))
+        # (pointer, filled) as host ints: every step reads them, and reading a buffer on a GPU
+        # waits for every queued kernel. Read from the buffers once, again after a load.
+        self._queue_position: tuple[int, int] | None = None
+        self.register_load_state_dict_post_hook(MomentumContrast._forget_queue_position)
 
     @property
     def queue_size(self) -> int:
@@ -248,7 +252,16 @@ class MomentumContrast(nn.Module):
     @property
     def is_full(self) -> bool:
         """True once K real keys have been enqueued; the loss is meaningful only then."""
-        return int(self.queue_filled) >= self.queue_size
+        return self._position()[1] >= self.queue_size
+
+    def _position(self) -> tuple[int, int]:
+        """(queue_pointer, queue_filled) on the host, read from the device once."""
+        if self._queue_position is None:
+            self._queue_position = (int(self.queue_pointer), int(self.queue_filled))
+        return self._queue_position
+
+    def _forget_queue_position(self, incompatible_keys) -> None:
+        self._queue_position = None  # loaded buffers: read them again when next needed
 
     # --- encoding -------------------------------------------------------------------------
 
@@ -426,7 +439,7 @@ class MomentumContrast(nn.Module):
 
     def prefill_batches_needed(self, keys_per_batch: int) -> int:
         """Key batches to encode (without gradient) before the queue holds K real keys."""
-        missing = self.queue_size - int(self.queue_filled)
+        missing = self.queue_size - self._position()[1]
         return max(0, math.ceil(missing / keys_per_batch))
 
     @torch.no_grad()
@@ -474,9 +487,10 @@ class MomentumContrast(nn.Module):
         if keys.shape[0] > K:  # only the newest K can stay
             keys = keys[-K:]
         n = keys.shape[0]
-        start = int(self.queue_pointer)
+        start, filled = self._position()
         first = min(n, K - start)
         self.queue[start : start + first] = keys[:first]
         self.queue[: n - first] = keys[first:]  # wrap around to the front
-        self.queue_pointer.fill_((start + n) % K)
-        self.queue_filled.fill_(min(int(self.queue_filled) + n, K))
+        self._queue_position = ((start + n) % K, min(filled + n, K))
+        self.queue_pointer.fill_(self._queue_position[0])  # the buffers, for checkpoints
+        self.queue_filled.fill_(self._queue_position[1])

@@ -40,11 +40,13 @@ NORMALISERS = ("paper", "joint")
 MOMENTUM_SCHEDULES = ("constant", "inverse_sqrt")
 KEY_WARMUPS = ("copy", "momentum")
 PARALLELISMS = ("ddp", "fsdp")
+GPU_TOKEN_BUCKET = 2048  # run.token_bucket's default on a GPU
 # How a run executes, not what it computes: a run may continue with other values of these
 # (another device, world size, parallelism or micro-batch budget) without --allow-config-change.
 EXECUTION_FIELDS = (
     "run.device", "run.parallelism", "run.async_checkpoint", "run.compile", "run.collective_timeout_s",
-    "run.activation_checkpointing", "data.max_tokens",
+    "run.activation_checkpointing", "run.expandable_segments", "run.prefetch_data", "run.token_bucket",
+    "data.max_tokens",
 )
 
 
@@ -254,6 +256,20 @@ class RunConfig(Section):
     # backward pass instead of kept (about a third more compute, far less activation memory;
     # the same gradients). For models or micro-batches that do not fit otherwise.
     activation_checkpointing: bool = False
+    # On a GPU, the caching allocator grows its reserved segments in place
+    # (expandable_segments:True) instead of reserving new ones: micro-batches whose packed
+    # sizes change every step then reuse memory rather than waiting on cudaMalloc/cudaFree.
+    # Left alone where the user set PYTORCH_CUDA_ALLOC_CONF.
+    expandable_segments: bool = True
+    # The next step's data built by a background thread (pinned for the copy to the GPU) while
+    # this step runs; off, each step builds its own before it starts. The same data either way.
+    # null (the default): on a GPU, off on a CPU, whose cores the step's own threads use.
+    prefetch_data: bool | None = None
+    # A packed pass's token count rounded up to a multiple of this (spare rows that nothing
+    # reads; model/fast_paths.py), so that tensor sizes repeat between steps and the GPU's
+    # allocator reuses its blocks; 0: not rounded. null (the default): 2,048 on a GPU, 0 on
+    # a CPU, where the spare rows would only cost time.
+    token_bucket: int | None = None
 
     def validate(self) -> None:
         self._integer("seed", 0)
@@ -278,6 +294,11 @@ class RunConfig(Section):
         self._choice("parallelism", PARALLELISMS)
         self._boolean("async_checkpoint")
         self._boolean("activation_checkpointing")
+        self._boolean("expandable_segments")
+        if self.prefetch_data is not None:
+            self._boolean("prefetch_data")
+        if self.token_bucket is not None:
+            self._integer("token_bucket", 0)
 
 
 @dataclass
@@ -438,10 +459,17 @@ def _replace_section(config: TrainConfig, name: str, fields: dict[str, Any]) -> 
 
 def resolve_config(config: TrainConfig, device: torch.device | None = None) -> TrainConfig:
     """The one seed of the run decides the data as well; on ``device`` (the run's, once known),
-    the choices left to it are made: ``run.compile`` null → on a GPU only."""
+    the choices left to it are made: ``run.compile`` and ``run.prefetch_data`` null → on a GPU
+    only; ``run.token_bucket`` null → ``GPU_TOKEN_BUCKET`` on a GPU, 0 on a CPU."""
     config.data = dataclasses.replace(config.data, seed=config.run.seed)
-    if device is not None and config.run.compile is None:
-        config.run = dataclasses.replace(config.run, compile=device.type == "cuda")
+    if device is not None:
+        gpu, r = device.type == "cuda", config.run
+        config.run = dataclasses.replace(
+            r,
+            compile=gpu if r.compile is None else r.compile,
+            prefetch_data=gpu if r.prefetch_data is None else r.prefetch_data,
+            token_bucket=(GPU_TOKEN_BUCKET if gpu else 0) if r.token_bucket is None else r.token_bucket,
+        )
     return config
 
 

@@ -48,7 +48,8 @@ def config_summary(
         f"{r.save_every:,}, log every {r.log_every:,}",
         f"  device    {device}" + (f" × {processes} processes ({r.parallelism})" if processes > 1 else "")
         + f"; {'bf16' if bf16 else 'fp32'}; compile {'on' if r.compile else 'off'}; micro-batch budget "
-        f"{d.max_tokens:,} tokens per objective",
+        f"{d.max_tokens:,} tokens per objective"
+        + (f", packed passes rounded up to a multiple of {r.token_bucket:,}" if r.token_bucket else ""),
         f"  full config: {run_dir / 'config.json'} (--print-config prints it without running)",
     ]
     return lines

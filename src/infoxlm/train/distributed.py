@@ -123,6 +123,14 @@ def all_reduce_sum(x: torch.Tensor, world: World) -> torch.Tensor:
     return x
 
 
+def sum_over_ranks(values: list[float], world: World) -> list[float]:
+    """Host numbers added up over all ranks (float64). A world of one returns them as they
+    are: a round trip through the device would wait for every kernel queued before it."""
+    if not world.distributed:
+        return list(values)
+    return all_reduce_sum(torch.tensor(values, dtype=torch.float64, device=world.device), world).tolist()
+
+
 def all_reduce_max(x: torch.Tensor, world: World) -> torch.Tensor:
     if world.distributed:
         dist.all_reduce(x, op=dist.ReduceOp.MAX)

@@ -29,11 +29,12 @@ from ..model.encoder import Encoder
 from ..objectives.xlco import MomentumContrast, StepKeys
 from .checkpoint import last_good_checkpoint
 from .config import TrainConfig
+from .device_memory import configure_allocator
 from .errors import TrainingError
-from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum
+from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, sum_over_ranks
 from .joint_model import JointModel, MicroStepLosses
 from .optim import build_optimizer, build_scheduler
-from .parallelism import clip_gradients, distribute, fill_missing_gradients, is_sharded, no_gradient_sync
+from .parallelism import clip_gradients_with_norm, distribute, fill_missing_gradients, is_sharded, no_gradient_sync
 
 __all__ = [
     "OBJECTIVES", "JointStep", "LossSums", "StepPhases", "StepResult", "TrainingError", "aligned_micro_batch", "build_joint_step",
@@ -49,6 +50,7 @@ def build_joint_step(config: TrainConfig, world: World, model: JointModel, *, ru
     """The step for this model (built with its fast paths): moved to the world's device, its
     layers compiled if ``run.compile``, in DDP or sharded by FSDP2 (``run.parallelism``) when
     there are several processes, AdamW with the warm-up / linear-decay schedule."""
+    configure_allocator(world.device, config.run.expandable_segments)  # before the first tensor goes to the GPU
     model.to(world.device)
     if config.run.compile:
         compile_encoders(model.encoder, model.contrast)
@@ -107,9 +109,13 @@ class SumsOnDevice:
                 self.values[name] += getattr(out, name).detach().double()
         self.values["xlco_correct"] += out.xlco_correct
 
-    def all_reduced(self, world: World) -> LossSums:
-        total = all_reduce_sum(torch.stack([self.values[name] for name in self.FIELDS]), world)
-        return LossSums(*total.tolist())
+    def all_reduced(self, world: World) -> torch.Tensor:
+        """(fields,) float64 on the device: every rank's sums, in ``FIELDS`` order."""
+        return all_reduce_sum(torch.stack([self.values[name] for name in self.FIELDS]), world)
+
+    def read(self, world: World) -> LossSums:
+        """Every rank's sums on the host (waits for the device)."""
+        return LossSums(*self.all_reduced(world).tolist())
 
 
 @dataclasses.dataclass
@@ -192,11 +198,14 @@ class JointStep:
                     loss.backward()
 
         with phases("optimizer"):
-            step_sums = sums.all_reduced(world)
-            self._stop_if_not_finite(step_sums, counts, step)
             if self.sharded:
                 fill_missing_gradients(self.parameters)
-            grad_norm = clip_gradients(self.parameters, cfg.optim.clip_norm)  # the host reads it before stepping
+            norm = clip_gradients_with_norm(self.parameters, cfg.optim.clip_norm)  # () on the device
+            # The step's one wait for the device: the losses and the norm read together, since
+            # the host must see both before it lets the optimizer write the weights.
+            *loss_values, grad_norm = torch.cat([sums.all_reduced(world), norm.reshape(1).double()]).tolist()
+            step_sums = LossSums(*loss_values)
+            self._stop_if_not_finite(step_sums, counts, step)
             if not math.isfinite(grad_norm):
                 # Finite losses, non-finite gradient: the step would write NaN into every weight.
                 # Stop before it (as torchtitan does): a run that diverged is not continued
@@ -228,9 +237,8 @@ class JointStep:
 
     def _global_counts(self, data: StepData, xlco_active: bool) -> dict[str, int]:
         """``step_counts`` over all ranks: the loss normalisers."""
-        local = torch.tensor(list(step_counts(data, xlco_active).values()), dtype=torch.float64, device=self.world.device)
-        total = all_reduce_sum(local, self.world)
-        return {name: int(total[j]) for j, name in enumerate(OBJECTIVES)}
+        local = step_counts(data, xlco_active)
+        return {name: int(total) for name, total in zip(local, sum_over_ranks(list(local.values()), self.world))}
 
     def _combine(self, out: MicroStepLosses, counts: dict[str, int]) -> torch.Tensor:
         """This micro-step's share of the joint loss L = Σ_o w_o · L_o."""

@@ -33,14 +33,15 @@ from ..tokenizer import Tokenizer
 from .checkpoint import CheckpointWriter, checkpoint_path, last_good_checkpoint, list_checkpoints, refuse_non_finite
 from .config import TrainConfig, resolve_config
 from .console import bar_postfix, config_summary, step_line
+from .device_memory import allocator_counts
 from .distributed import (
     World,
-    all_reduce_sum,
     barrier,
     init_world,
     is_collective_timeout,
     keep_until_exit,
     shutdown,
+    sum_over_ranks,
 )
 from .errors import TrainingError
 from .export import write_run_encoder
@@ -49,6 +50,7 @@ from .joint_step import NO_PHASES, StepPhases, build_joint_step, computes_in_bf1
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .model_build import build_model, check_init_tokenizer
 from .parallelism import is_sharded, whole_state
+from .step_prefetch import StepPrefetcher
 from .resume import STORE_IDENTITY_FILE, Resume, split_state, tensor_state
 from .run_lock import RunLock
 from .stopping import RunStopped, StopRequest
@@ -131,6 +133,9 @@ class Trainer:
         self.stopped: str | None = None  # why the run stopped before its last step, once it has
         # Before the resume loads AdamW's state: the estimate counts it as still to come.
         self._choose_max_tokens(first_step=resume.step if resume is not None else 0)
+        self.data = StepPrefetcher(
+            self.pipeline, self.world, last_step=self.config.optim.max_steps, enabled=self.config.run.prefetch_data
+        )
         if resume is not None:
             resume.load_into(self.joint_step, self.config)
             self.step = resume.step
@@ -140,6 +145,7 @@ class Trainer:
 
     def close(self) -> None:
         """Leave the process group and the run directory to the next command."""
+        self.data.close()
         if self.world.distributed:
             keep_until_exit(self.parallel_model)
         shutdown(self.world)
@@ -247,6 +253,7 @@ class Trainer:
                 self.checkpoints.poll()  # a background save that has finished goes in place
                 bar.update(1)
                 if self.step % cfg.run.log_every == 0 or self.step == cfg.optim.max_steps:
+                    metrics.update(allocator_counts(self.world.device))
                     log.write(self.step, metrics)
                     bar.set_postfix_str(bar_postfix(metrics), refresh=False)
                     if self.world.is_main and not self.progress:  # no bar: a line instead
@@ -316,19 +323,19 @@ class Trainer:
             if not self.contrast.is_full:
                 self.joint_step.prefill_queue(self.store, progress=self.progress)
         with phases("data"):
-            data = self.pipeline.step(step, world.rank, world.size)
+            data = self.data.step(step)  # built in the background during the last step (step_prefetch.py)
         result = self.joint_step(data, step, xlco_active, phases)
 
         seconds = time.perf_counter() - started
         tokens = sum(s.num_tokens for s in data.stats.values())
         positions = sum(s.num_positions for s in data.stats.values())
         flops = trained_flops(data, self.shape, cfg.contrast, xlco_active)
-        totals = all_reduce_sum(torch.tensor([tokens, positions, flops], dtype=torch.float64, device=world.device), world)
+        totals = sum_over_ranks([tokens, positions, flops], world)
         metrics = {"lr": result.lr, "grad_norm": result.grad_norm, "seconds": seconds}
         metrics.update(result.loss_metrics())
         if result.momentum is not None:
             metrics["momentum"] = result.momentum
-        metrics.update(throughput_metrics(*totals.tolist(), seconds=seconds, devices=world.size, peak_flops=self.peak_flops))
+        metrics.update(throughput_metrics(*totals, seconds=seconds, devices=world.size, peak_flops=self.peak_flops))
         metrics["eta_s"] = seconds * (cfg.optim.max_steps - step - 1)
         return metrics
 

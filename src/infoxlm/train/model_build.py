@@ -52,8 +52,11 @@ def build_model(
 
 def training_fast_paths(config: TrainConfig, distributed: bool) -> FastPaths:
     """``run.fast_paths``: every fast path that holds here (the in-place word-embedding
-    gradient in a single process only), or the plain reference path."""
-    return FastPaths.training(single_process=not distributed) if config.run.fast_paths else FastPaths.plain()
+    gradient in a single process only; ``run.token_bucket``, unresolved counting as 0), or the
+    plain reference path."""
+    if not config.run.fast_paths:
+        return FastPaths.plain()
+    return FastPaths.training(single_process=not distributed, token_bucket=config.run.token_bucket or 0)
 
 
 def build_encoder(config: TrainConfig, vocab_size: int, fast_paths: FastPaths, *, store_root: Path | None = None) -> Encoder:

@@ -70,15 +70,16 @@ def no_gradient_sync(module: nn.Module, last_micro_step: bool) -> contextlib.Abs
     return module.no_sync()
 
 
-def clip_gradients(parameters: list[nn.Parameter], max_norm: float) -> float:
-    """Scale the gradients to a total 2-norm of at most ``max_norm``; returns the norm before.
+def clip_gradients_with_norm(parameters: list[nn.Parameter], max_norm: float) -> torch.Tensor:
+    """Scale the gradients to a total 2-norm of at most ``max_norm``; returns the norm before,
+    a () tensor on the device (reading it is the caller's choice: it waits for the backward).
     Sharded gradients (DTensors) give a partial norm per rank; ``full_tensor`` adds them up."""
     grads = [p.grad for p in parameters if p.grad is not None]
     total = torch.nn.utils.get_total_norm(grads)
     if isinstance(total, DTensor):
         total = total.full_tensor()
     torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, total)
-    return float(total)
+    return total
 
 
 def fill_missing_gradients(parameters: list[nn.Parameter]) -> None:
