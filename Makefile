@@ -2,8 +2,9 @@
 #   make demo   create .venv, install infoxlm, run `infoxlm demo` (InfoXLM vs −XLCO on the shipped corpus)
 #   make test   create .venv, install infoxlm with its test dependencies, run the test suite
 # On a GPU machine, `make gpu-check` runs tests/gpu, infoxlm bench and two short real pre-training
-# runs and writes gpu-check/report.md and report.json (`make gpu-check DRY=1`: the same on a CPU
-# at test sizes).
+# runs (with each of the run's speed levers on and off) and writes gpu-check/report.md and
+# report.json (`make gpu-check DRY=1`: the same on a CPU at test sizes; `ABLATE=1`: only the
+# bench at the defaults and the runs with the levers on and off).
 # TORCH pins the torch wheel installed first (a CPU wheel here; users with GPUs may pick theirs).
 
 PYTHON ?= python3
@@ -30,7 +31,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 gpu-check: $(STAMP)
-	$(PY) benchmarks/gpu_check.py --output gpu-check $(if $(DRY),--dry)
+	$(PY) benchmarks/gpu_check.py --output gpu-check $(if $(DRY),--dry) $(if $(ABLATE),--ablate)
 
 clean-venv:
 	rm -rf $(VENV)

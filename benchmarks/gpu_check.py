@@ -291,6 +291,8 @@ def check_pretrain(out: Path, plan: Plan, assets: dict[str, Any], name: str, ext
     figures["checkpoint"] = checkpoint_figures(metrics, plan.save_at, checkpoint_path(run_dir, plan.save_at))
     figures["compile"] = recompile_figures(done.stderr, compiled=bool(config["run"]["compile"]))
     figures.update(json.loads(probe.read_text(encoding="utf-8")) if probe.is_file() else {})
+    # Its checkpoints measured, a run's gigabytes go: the check makes several such runs on one disk.
+    shutil.rmtree(checkpoint_path(run_dir, plan.save_at).parent, ignore_errors=True)
     worst = figures["compile"].get("most_graphs_of_one_function", 0)
     if worst > MAX_LAYER_GRAPHS or figures["compile"].get("recompile_limit_hit"):
         raise CheckFailed(f"a compiled function took {worst} graphs (at most {MAX_LAYER_GRAPHS} expected): {figures['compile']}")
@@ -315,9 +317,31 @@ def sections(out: Path, plan: Plan) -> list[tuple[str, Callable[[], dict[str, An
         *(bench(n, a) for n, a in base),
         ("init directory and store", prepare),
         pretrain("pretrain", []),
+        *(pretrain(n, sets) for n, sets in LEVER_RUNS),
         pretrain("pretrain, activation checkpointing", ["run.activation_checkpointing=true"]),
         *(bench(n, a) for n, a in large),
     ]
+
+
+# What makes the real run's step fast beside the step itself, each turned off alone and all
+# together: the same run, the same data step by step, so the steps compare pairwise.
+LEVERS = (
+    ("expandable segments", "run.expandable_segments=false"),
+    ("the token bucket", "run.token_bucket=0"),
+    ("prefetching", "run.prefetch_data=false"),
+)
+LEVER_RUNS = [
+    ("pretrain, without any lever", [off for _, off in LEVERS]),
+    *((f"pretrain, without {name}", [off]) for name, off in LEVERS),
+]
+
+
+def ablation(names: list[str]) -> list[str]:
+    """``--ablate``: the bench at the defaults, the real run with every lever, without each and
+    without any (the store they need too)."""
+    wanted = {"init directory and store", "pretrain", *(n for n, _ in LEVER_RUNS)}
+    first_bench = next(n for n in names if n.startswith("bench"))  # at the defaults
+    return [n for n in names if n in wanted or n == first_bench]
 
 
 def chosen(names: list[str], only: list[str] | None) -> list[str]:
@@ -342,11 +366,17 @@ def main(argv: list[str] | None = None) -> int:
         "--only", nargs="+", metavar="SECTION",
         help="run only the sections whose names start so (e.g. tests 'bench base' pretrain); the environment always",
     )  # fmt: skip
+    parser.add_argument(
+        "--ablate", action="store_true",
+        help="only the bench at the defaults and the real run with each lever on and off (make gpu-check ABLATE=1)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     plan = dry_plan() if args.dry else gpu_plan()
     out = args.output.resolve()
     steps = sections(out, plan)
     names = chosen([n for n, _ in steps], args.only)
+    if args.ablate:
+        names = [n for n in ablation([n for n, _ in steps]) if n in names]
     report = Report(out, args.dry)
     started = time.perf_counter()
     env = report.run("environment", environment)

@@ -73,9 +73,21 @@ def step_figures(metrics: list[dict[str, Any]]) -> dict[str, Any]:
         "tflops_per_s": median("tflops_per_s_per_device"),
         "mfu": median("mfu"),
         "padding_fraction": median("padding_fraction"),
+        **allocator_figures(metrics, len(first)),
         "final_losses": {k: v for k, v in metrics[-1].items() if k.startswith("loss/")},
     }
     return {k: v for k, v in figures.items() if v is not None}
+
+
+def allocator_figures(metrics: list[dict[str, Any]], settled_from: int) -> dict[str, float]:
+    """Device reservations and releases (cudaMalloc / cudaFree, or segment maps and unmaps)
+    per step from step index ``settled_from`` on, from the cumulative counters a GPU run logs
+    (none on a CPU)."""
+    figures = {}
+    for key, name in (("memory/device_allocs", "device_allocs_per_step"), ("memory/device_frees", "device_frees_per_step")):
+        if settled_from > 0 and all(key in m for m in metrics):
+            figures[name] = (metrics[-1][key] - metrics[settled_from - 1][key]) / (len(metrics) - settled_from)
+    return figures
 
 
 def checkpoint_figures(metrics: list[dict[str, Any]], save_at: int, folder: Path) -> dict[str, Any]:
@@ -139,7 +151,34 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines += ["**FAILED**:", "", "```", s["error"], "```"]
             continue
         lines += _bullets(s["figures"])
+    lines += lever_table(sections)
     return "\n".join(lines) + "\n"
+
+
+LEVER_COLUMNS = (
+    ("step_seconds", "step (s)"), ("tokens_per_s", "tokens/s"), ("mfu", "MFU"),
+    ("device_allocs_per_step", "allocs / step"), ("device_frees_per_step", "frees / step"),
+    ("peak_allocated_mb", "peak allocated (MB)"), ("peak_reserved_mb", "peak reserved (MB)"),
+)  # fmt: skip
+
+
+def lever_table(sections: list[dict[str, Any]]) -> list[str]:
+    """The real run with every lever and without each, side by side (its settled steps), with
+    its step time against the run with every lever; nothing before two such runs are done."""
+    runs = [s for s in sections if s["ok"] and (s["name"] == "pretrain" or s["name"].startswith("pretrain, without"))]
+    if len(runs) < 2:
+        return []
+    lines = ["", "## The levers", "", "| run | " + " | ".join(h for _, h in LEVER_COLUMNS) + " | graphs | step against every lever |"]
+    lines.append("|---" * (len(LEVER_COLUMNS) + 3) + "|")
+    reference = next((r["figures"].get("step_seconds") for r in runs if r["name"] == "pretrain"), None)
+    for run in runs:
+        f = run["figures"]
+        cells = [_value(f[key]) if key in f else "–" for key, _ in LEVER_COLUMNS]
+        cells.append(_value(f.get("compile", {}).get("most_graphs_of_one_function", "–")))
+        step = f.get("step_seconds")
+        cells.append(f"{step / reference:.3f}×" if step and reference else "–")
+        lines.append(f"| {run['name']} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _bullets(figures: dict[str, Any], indent: str = "") -> list[str]:

@@ -36,9 +36,11 @@ def test_the_dry_run_writes_every_section_on_a_cpu(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((out / "report.json").read_text())
     names = [s["name"] for s in report["sections"]]
+    levers = ["pretrain, without any lever", "pretrain, without expandable segments", "pretrain, without the token bucket",
+              "pretrain, without prefetching"]  # fmt: skip
     assert names == [
         "environment", "tests", "bench test, defaults", "bench test, 256 tokens", "init directory and store",
-        "pretrain", "pretrain, activation checkpointing",
+        "pretrain", *levers, "pretrain, activation checkpointing",
     ]  # fmt: skip
     assert all(s["ok"] for s in report["sections"]), [s.get("error") for s in report["sections"]]
     markdown = (out / "report.md").read_text()
@@ -48,11 +50,15 @@ def test_the_dry_run_writes_every_section_on_a_cpu(tmp_path):
     assert sections["tests"]["summary"].endswith("s") and sections["tests"]["skipped"] > 0  # no CUDA here
     assert sections["bench test, 256 tokens"]["baseline_tokens_per_s"] > 0
     assert sections["bench test, defaults"]["max_tokens"] == 16384  # auto on a CPU
-    for name in ("pretrain", "pretrain, activation checkpointing"):
+    for name in ("pretrain", *levers, "pretrain, activation checkpointing"):
         run = sections[name]
         assert run["steps"] == 5 and run["tokens_per_s"] > 0 and run["max_tokens"]["tokens"] == 256
         assert run["checkpoint"]["written"] and run["checkpoint"]["size_mb"] > 0
         assert run["compile"] == {"compiled_layers": False} and run["peak_rss_mb"] > 0
+    # The levers side by side: a row per run, the step against the run with every lever.
+    table = markdown[markdown.index("## The levers"):].splitlines()
+    assert [row.split(" | ")[0] for row in table[4:]] == [f"| {n}" for n in ("pretrain", *levers)]
+    assert table[4].endswith(" | 1.000× |")
 
 
 def test_a_failing_section_is_recorded_with_its_message_and_the_next_runs(monkeypatch, tmp_path):
@@ -139,3 +145,31 @@ def test_only_picks_sections_by_prefix_and_adds_the_store_a_run_needs(monkeypatc
     assert script.chosen(names, ["pretrain, act"]) == ["init directory and store", "pretrain, activation checkpointing"]
     with pytest.raises(SystemExit, match="--only 'bench huge' names no section"):
         script.chosen(names, ["bench huge"])
+
+
+def test_ablate_picks_the_bench_at_the_defaults_and_the_runs_with_the_levers_on_and_off(monkeypatch):
+    script = _load("gpu_check", monkeypatch)
+    names = [n for n, _ in script.sections(Path("out"), script.gpu_plan())]
+    assert script.ablation(names) == [
+        "bench base, defaults", "init directory and store", "pretrain", "pretrain, without any lever",
+        "pretrain, without expandable segments", "pretrain, without the token bucket", "pretrain, without prefetching",
+    ]  # fmt: skip
+    assert [off for _, off in script.LEVERS] == ["run.expandable_segments=false", "run.token_bucket=0", "run.prefetch_data=false"]
+
+
+def test_the_lever_table_compares_each_run_with_the_one_with_every_lever(figures):
+    run = lambda name, step, allocs: {"name": name, "ok": True, "figures": {  # noqa: E731
+        "step_seconds": step, "tokens_per_s": 1000 / step, "mfu": 0.1 / step, "device_allocs_per_step": allocs,
+        "device_frees_per_step": allocs, "compile": {"most_graphs_of_one_function": 7}}}  # fmt: skip
+    sections = [run("pretrain", 0.30, 0.0), run("pretrain, without any lever", 0.36, 4.0), {"name": "tests", "ok": True, "figures": {}}]
+    table = figures.lever_table(sections)
+    assert table[1] == "## The levers" and len(table) == 7
+    assert table[5].startswith("| pretrain | 0.3 | 3,333 | 0.3333 | 0 | 0 | – | – | 7 |") and table[5].endswith("| 1.000× |")
+    assert table[6].startswith("| pretrain, without any lever | 0.36 |") and table[6].endswith("| 4 | 4 | – | – | 7 | 1.200× |")
+    assert figures.lever_table(sections[:1]) == []  # one run: nothing to compare
+
+
+def test_allocations_per_settled_step_from_the_cumulative_counters(figures):
+    metrics = [{"memory/device_allocs": a, "memory/device_frees": f} for a, f in ((40, 0), (44, 2), (46, 3), (46, 3), (47, 3))]
+    assert figures.allocator_figures(metrics, 2) == {"device_allocs_per_step": 1.0, "device_frees_per_step": pytest.approx(1 / 3)}
+    assert figures.allocator_figures([{"seconds": 1.0}] * 5, 2) == {}  # a CPU run logs none
