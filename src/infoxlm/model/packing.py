@@ -87,9 +87,8 @@ class Packing:
         the sizes of their tensors repeat, so the GPU's caching allocator reuses its blocks
         (model/fast_paths.py, ``token_bucket``). No device value is read."""
         spare = -self.num_tokens % multiple
-        if not spare:
-            return self
-        cu_seqlens = F.pad(self.cu_seqlens, (0, 1), value=self.num_tokens + spare)
+        # A count that is a multiple already keeps the layout's form (compiled layers see one).
+        cu_seqlens = F.pad(self.cu_seqlens, (0, 1), value=self.num_tokens + spare) if spare else self.cu_seqlens
         return dataclasses.replace(self, spare_rows=spare, spare_layout=(cu_seqlens, max(self.length, spare)))
 
     def attention_layout(self) -> tuple[torch.Tensor, int]:
