@@ -2,9 +2,9 @@
 #   make demo   create .venv, install infoxlm, run `infoxlm demo` (InfoXLM vs −XLCO on the shipped corpus)
 #   make test   create .venv, install infoxlm with its test dependencies, run the test suite
 # On a GPU machine, `make gpu-check` runs tests/gpu, infoxlm bench and two short real pre-training
-# runs (with each of the run's speed levers on and off) and writes gpu-check/report.md and
-# report.json (`make gpu-check DRY=1`: the same on a CPU at test sizes; `ABLATE=1`: only the
-# bench at the defaults and the runs with the levers on and off).
+# runs (at the defaults and with each of the run's speed levers changed) and writes
+# gpu-check/report.md and report.json (`make gpu-check DRY=1`: the same on a CPU at test sizes;
+# `ABLATE=1`: only the bench at the defaults and those runs).
 # TORCH pins the torch wheel installed first (a CPU wheel here; users with GPUs may pick theirs).
 
 PYTHON ?= python3

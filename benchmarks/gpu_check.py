@@ -15,8 +15,15 @@ On whatever GPU it finds (one process; the aim is ten minutes on one H100), in t
   infoxlm's own hub writer), on a store prepared from the demo corpus with that tokenizer: step
   time, tokens/s and MFU from RUN/metrics.jsonl, the budget the run picked, compile time and
   recompiles (``TORCH_LOGS=recompiles``: the layers may take 12 forms, no more), peak memory,
-  one background checkpoint save and what it cost the steps around it;
+  one background checkpoint save and what it cost the steps around it, device allocations per
+  settled step (the allocator's counters in metrics.jsonl);
+- ``pretrain, without any lever`` / ``without expandable segments`` / ``without prefetching`` /
+  ``with a 2,048-token bucket``: the same run with the speed levers beside the step changed
+  (``run.expandable_segments``, ``run.prefetch_data``, ``run.token_bucket``), on the same data
+  step by step; the report's last table puts every real run side by side;
 - ``pretrain, activation checkpointing``: the same with ``run.activation_checkpointing=true``.
+
+Each real run's checkpoints are removed once measured (6 GB each at base).
 
 It writes OUT/report.json and OUT/report.md (device, torch and CUDA versions, commit, every
 figure, every failure with its message) after each section, so a run cut short leaves what it
@@ -29,10 +36,12 @@ the test suite runs it, so the script cannot rot while no GPU is at hand.
     python benchmarks/gpu_check.py                    # make gpu-check
     python benchmarks/gpu_check.py --dry              # make gpu-check DRY=1
     python benchmarks/gpu_check.py --only tests "bench base" pretrain   # some sections
+    python benchmarks/gpu_check.py --ablate           # make gpu-check ABLATE=1: the bench at
+                                                      # the defaults and the real runs only
 
-On one H200 the whole check took 696 s; on one H100 its first eight sections took 477 s and
-the last, the large bench beside the baseline, about 140 s more, both with the baseline timed
-over every step (benchmarks/results/2026-11-26-gpu-check.md).
+On one H200 the sections before the lever runs took 696 s, the lever runs about 100 s each
+(benchmarks/results/2026-11-26-gpu-check.md, 2026-11-27-gpu-levers.md); ``--ablate``'s
+sections together about 620 s.
 """
 
 from __future__ import annotations
@@ -323,22 +332,20 @@ def sections(out: Path, plan: Plan) -> list[tuple[str, Callable[[], dict[str, An
     ]
 
 
-# What makes the real run's step fast beside the step itself, each turned off alone and all
-# together: the same run, the same data step by step, so the steps compare pairwise.
-LEVERS = (
-    ("expandable segments", "run.expandable_segments=false"),
-    ("the token bucket", "run.token_bucket=0"),
-    ("prefetching", "run.prefetch_data=false"),
-)
+# What makes the real run's step fast beside the step itself, each changed alone and the two
+# that are on by default both off: the same run, the same data step by step, so the steps
+# compare pairwise. The token bucket is off by default (it cost 6 % a step on one H200).
 LEVER_RUNS = [
-    ("pretrain, without any lever", [off for _, off in LEVERS]),
-    *((f"pretrain, without {name}", [off]) for name, off in LEVERS),
+    ("pretrain, without any lever", ["run.expandable_segments=false", "run.prefetch_data=false"]),
+    ("pretrain, without expandable segments", ["run.expandable_segments=false"]),
+    ("pretrain, without prefetching", ["run.prefetch_data=false"]),
+    ("pretrain, with a 2,048-token bucket", ["run.token_bucket=2048"]),
 ]
 
 
 def ablation(names: list[str]) -> list[str]:
-    """``--ablate``: the bench at the defaults, the real run with every lever, without each and
-    without any (the store they need too)."""
+    """``--ablate``: the bench at the defaults, the real run at the defaults and with each lever
+    changed (the store they need too)."""
     wanted = {"init directory and store", "pretrain", *(n for n, _ in LEVER_RUNS)}
     first_bench = next(n for n in names if n.startswith("bench"))  # at the defaults
     return [n for n in names if n in wanted or n == first_bench]
@@ -368,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--ablate", action="store_true",
-        help="only the bench at the defaults and the real run with each lever on and off (make gpu-check ABLATE=1)",
+        help="only the bench at the defaults and the real run at the defaults and with each lever changed (make gpu-check ABLATE=1)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     plan = dry_plan() if args.dry else gpu_plan()

@@ -36,8 +36,8 @@ def test_the_dry_run_writes_every_section_on_a_cpu(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((out / "report.json").read_text())
     names = [s["name"] for s in report["sections"]]
-    levers = ["pretrain, without any lever", "pretrain, without expandable segments", "pretrain, without the token bucket",
-              "pretrain, without prefetching"]  # fmt: skip
+    levers = ["pretrain, without any lever", "pretrain, without expandable segments", "pretrain, without prefetching",
+              "pretrain, with a 2,048-token bucket"]  # fmt: skip
     assert names == [
         "environment", "tests", "bench test, defaults", "bench test, 256 tokens", "init directory and store",
         "pretrain", *levers, "pretrain, activation checkpointing",
@@ -55,9 +55,9 @@ def test_the_dry_run_writes_every_section_on_a_cpu(tmp_path):
         assert run["steps"] == 5 and run["tokens_per_s"] > 0 and run["max_tokens"]["tokens"] == 256
         assert run["checkpoint"]["written"] and run["checkpoint"]["size_mb"] > 0
         assert run["compile"] == {"compiled_layers": False} and run["peak_rss_mb"] > 0
-    # The levers side by side: a row per run, the step against the run with every lever.
-    table = markdown[markdown.index("## The levers"):].splitlines()
-    assert [row.split(" | ")[0] for row in table[4:]] == [f"| {n}" for n in ("pretrain", *levers)]
+    # The real runs side by side: a row per run, the step against the run at the defaults.
+    table = markdown[markdown.index("## The real runs side by side"):].splitlines()
+    assert [row.split(" | ")[0] for row in table[4:]] == [f"| {n}" for n in ("pretrain", *levers, "pretrain, activation checkpointing")]
     assert table[4].endswith(" | 1.000× |")
 
 
@@ -152,18 +152,17 @@ def test_ablate_picks_the_bench_at_the_defaults_and_the_runs_with_the_levers_on_
     names = [n for n, _ in script.sections(Path("out"), script.gpu_plan())]
     assert script.ablation(names) == [
         "bench base, defaults", "init directory and store", "pretrain", "pretrain, without any lever",
-        "pretrain, without expandable segments", "pretrain, without the token bucket", "pretrain, without prefetching",
+        "pretrain, without expandable segments", "pretrain, without prefetching", "pretrain, with a 2,048-token bucket",
     ]  # fmt: skip
-    assert [off for _, off in script.LEVERS] == ["run.expandable_segments=false", "run.token_bucket=0", "run.prefetch_data=false"]
 
 
-def test_the_lever_table_compares_each_run_with_the_one_with_every_lever(figures):
+def test_the_real_runs_table_compares_each_run_with_the_one_at_the_defaults(figures):
     run = lambda name, step, allocs: {"name": name, "ok": True, "figures": {  # noqa: E731
         "step_seconds": step, "tokens_per_s": 1000 / step, "mfu": 0.1 / step, "device_allocs_per_step": allocs,
         "device_frees_per_step": allocs, "compile": {"most_graphs_of_one_function": 7}}}  # fmt: skip
     sections = [run("pretrain", 0.30, 0.0), run("pretrain, without any lever", 0.36, 4.0), {"name": "tests", "ok": True, "figures": {}}]
     table = figures.lever_table(sections)
-    assert table[1] == "## The levers" and len(table) == 7
+    assert table[1] == "## The real runs side by side" and len(table) == 7
     assert table[5].startswith("| pretrain | 0.3 | 3,333 | 0.3333 | 0 | 0 | – | – | 7 |") and table[5].endswith("| 1.000× |")
     assert table[6].startswith("| pretrain, without any lever | 0.36 |") and table[6].endswith("| 4 | 4 | – | – | 7 | 1.200× |")
     assert figures.lever_table(sections[:1]) == []  # one run: nothing to compare

@@ -139,9 +139,9 @@ def test_what_is_left_to_the_device_is_chosen_by_it_unless_told():
     assert resolve_config(preset("base"), torch.device("cpu")).run.compile is False
     told = apply_overrides(preset("base"), ["run.compile=false"])
     assert resolve_config(told, torch.device("cuda")).run.compile is False
-    # The token bucket and the data built ahead: a GPU's speed levers, pure cost on a CPU.
+    # The data built ahead: a GPU's speed lever, the CPU's cores are the step's own.
     gpu, cpu = (resolve_config(preset("base"), torch.device(d)).run for d in ("cuda", "cpu"))
-    assert (gpu.token_bucket, gpu.prefetch_data, cpu.token_bucket, cpu.prefetch_data) == (2048, True, 0, False)
+    assert (gpu.prefetch_data, cpu.prefetch_data, gpu.token_bucket) == (True, False, 0)
     told = apply_overrides(preset("base"), ["run.token_bucket=512", "run.prefetch_data=false"])
     assert (resolve_config(told, torch.device("cuda")).run.token_bucket, told.run.prefetch_data) == (512, False)
     with pytest.raises(ConfigError, match="run.token_bucket=-1: expected an integer >= 0"):

@@ -40,7 +40,6 @@ NORMALISERS = ("paper", "joint")
 MOMENTUM_SCHEDULES = ("constant", "inverse_sqrt")
 KEY_WARMUPS = ("copy", "momentum")
 PARALLELISMS = ("ddp", "fsdp")
-GPU_TOKEN_BUCKET = 2048  # run.token_bucket's default on a GPU
 # How a run executes, not what it computes: a run may continue with other values of these
 # (another device, world size, parallelism or micro-batch budget) without --allow-config-change.
 EXECUTION_FIELDS = (
@@ -266,10 +265,10 @@ class RunConfig(Section):
     # null (the default): on a GPU, off on a CPU, whose cores the step's own threads use.
     prefetch_data: bool | None = None
     # A packed pass's token count rounded up to a multiple of this (spare rows that nothing
-    # reads; model/fast_paths.py), so that tensor sizes repeat between steps and the GPU's
-    # allocator reuses its blocks; 0: not rounded. null (the default): 2,048 on a GPU, 0 on
-    # a CPU, where the spare rows would only cost time.
-    token_bucket: int | None = None
+    # reads; model/fast_paths.py), so that tensor sizes repeat between steps; 0 (the default):
+    # not rounded. With expandable segments the allocator reuses its memory without it, and
+    # on one H200 a base run stepped 6 % slower with 2,048 (BENCHMARKS.md).
+    token_bucket: int = 0
 
     def validate(self) -> None:
         self._integer("seed", 0)
@@ -297,8 +296,7 @@ class RunConfig(Section):
         self._boolean("expandable_segments")
         if self.prefetch_data is not None:
             self._boolean("prefetch_data")
-        if self.token_bucket is not None:
-            self._integer("token_bucket", 0)
+        self._integer("token_bucket", 0)
 
 
 @dataclass
@@ -460,7 +458,7 @@ def _replace_section(config: TrainConfig, name: str, fields: dict[str, Any]) -> 
 def resolve_config(config: TrainConfig, device: torch.device | None = None) -> TrainConfig:
     """The one seed of the run decides the data as well; on ``device`` (the run's, once known),
     the choices left to it are made: ``run.compile`` and ``run.prefetch_data`` null → on a GPU
-    only; ``run.token_bucket`` null → ``GPU_TOKEN_BUCKET`` on a GPU, 0 on a CPU."""
+    only."""
     config.data = dataclasses.replace(config.data, seed=config.run.seed)
     if device is not None:
         gpu, r = device.type == "cuda", config.run
@@ -468,7 +466,6 @@ def resolve_config(config: TrainConfig, device: torch.device | None = None) -> T
             r,
             compile=gpu if r.compile is None else r.compile,
             prefetch_data=gpu if r.prefetch_data is None else r.prefetch_data,
-            token_bucket=(GPU_TOKEN_BUCKET if gpu else 0) if r.token_bucket is None else r.token_bucket,
         )
     return config
 

@@ -52,11 +52,11 @@ def build_model(
 
 def training_fast_paths(config: TrainConfig, distributed: bool) -> FastPaths:
     """``run.fast_paths``: every fast path that holds here (the in-place word-embedding
-    gradient in a single process only; ``run.token_bucket``, unresolved counting as 0), or the
-    plain reference path."""
+    gradient in a single process only; the token bucket of ``run.token_bucket``), or the plain
+    reference path."""
     if not config.run.fast_paths:
         return FastPaths.plain()
-    return FastPaths.training(single_process=not distributed, token_bucket=config.run.token_bucket or 0)
+    return FastPaths.training(single_process=not distributed, token_bucket=config.run.token_bucket)
 
 
 def build_encoder(config: TrainConfig, vocab_size: int, fast_paths: FastPaths, *, store_root: Path | None = None) -> Encoder:
