@@ -65,6 +65,18 @@ def test_a_command_that_cannot_start_leaves_nothing_behind(tmp_path):
     assert [p.name for p in run.iterdir()] == [LOCK_FILE]
 
 
+def test_a_lock_file_that_is_a_symbolic_link_is_refused_and_its_target_kept(tmp_path):
+    precious = tmp_path / "precious"
+    precious.write_text("a user's data\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / LOCK_FILE).symlink_to(precious)  # left by anyone who may write into RUN
+    with pytest.raises(TrainingError) as refused:
+        RunLock.acquire(run, World())
+    assert str(refused.value).startswith(f"{run / LOCK_FILE}: is a symbolic link (to {precious}), not a regular file; ")
+    assert precious.read_text() == "a user's data\n" and (run / LOCK_FILE).is_symlink()
+
+
 def _pretrain_argv(store: Path, run: Path, *extra: str) -> list[str]:
     return ["pretrain", "--preset", "test", "--data", str(store), "--output", str(run), "--no-progress", *extra]
 

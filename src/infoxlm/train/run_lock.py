@@ -24,7 +24,7 @@ from pathlib import Path
 import torch.distributed as dist
 
 from ..created_paths import CreatedPaths
-from ..file_lock import LockHeld, exclusive_lock
+from ..file_lock import LockHeld, NotALockFile, exclusive_lock
 from .distributed import World
 from .errors import TrainingError
 
@@ -80,15 +80,16 @@ class RunLock:
 def _lock(run_dir: Path, held: contextlib.ExitStack, created: CreatedPaths) -> str | None:
     """Take RUN/.lock into ``held``: None, or why not in one line."""
     path = run_dir / LOCK_FILE
-    if not path.exists():
-        created.tree(path)
     try:
-        held.enter_context(exclusive_lock(path, wait=False))
+        if held.enter_context(exclusive_lock(path, wait=False)):
+            created.tree(path)  # made by this command, and held: a start that fails removes it
     except LockHeld as err:
         return (
             f"{run_dir}: another infoxlm pretrain is running in it ({err.holder.describe()}, holding {path}); "
             "wait for it to end, or use another --output"
         )
+    except NotALockFile as err:  # a symbolic link to someone's file, …: said on every rank
+        return str(err)
     except OSError as err:
         if err.errno not in LOCKS_UNSUPPORTED:
             raise
