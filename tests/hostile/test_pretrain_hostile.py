@@ -467,7 +467,7 @@ def test_a_shard_damaged_past_what_the_checks_see_is_not_blamed_on_the_config(ca
     assert "does not fit the model" not in line and "weights_only" not in line, line
 
 
-@pytest.mark.parametrize("run_state", ["trained"])
+@pytest.mark.parametrize("run_state", ["new", "trained"])
 def test_a_run_lock_that_is_a_symbolic_link_is_refused_and_its_target_kept(capsys, store, tmp_path, run_state):
     """Anyone who may write into a shared run directory could point RUN/.lock at another user's
     file: the run's lock record would overwrite it."""
