@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from infoxlm.outputs import OutputError, atomic_dir, atomic_file, check_output_dir, check_output_file
+from infoxlm.outputs import (
+    OutputError,
+    atomic_dir,
+    atomic_file,
+    check_output_dir,
+    check_output_file,
+    enclosing_store_or_run,
+    is_run_directory,
+)
 
 
 def test_check_output_file(tmp_path):
@@ -115,3 +123,18 @@ def test_results_may_be_kept_inside_a_run_but_not_among_what_pretrain_writes(tmp
     for out in (run / "checkpoints" / "xnli", run / "exports" / "xnli", store / "xnli"):
         with pytest.raises(OutputError, match="is inside the"):
             check_output_dir(out, results_of_a_run=True)
+
+
+def test_a_directory_holding_only_a_run_lock_is_a_run_directory(tmp_path):
+    """What a pretrain killed at start-up leaves, or one starting now: the same command may go
+    on in it (its lock says whether a live pretrain holds it)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").write_text('{"pid": 4711, "host": "node07"}\n')
+    assert is_run_directory(run)
+    assert check_output_dir(run, written_by_us=is_run_directory) == run
+    assert enclosing_store_or_run(run / "sub") == ("run directory", run)
+    (run / "notes.txt").write_text("a user's\n")
+    assert not is_run_directory(run)
+    with pytest.raises(OutputError, match="infoxlm did not write it"):
+        check_output_dir(run, written_by_us=is_run_directory)

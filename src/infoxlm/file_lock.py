@@ -14,6 +14,12 @@ number names another process, or none, on another host or in a container.
     ...     if holder is None:                                    # no one writes: clean up
     ...         ...
 
+A lock file sits in a directory others may write into (a shared store, a run directory), so
+what is found at its path is not trusted: the record written into a lock would overwrite
+whatever file the path leads to. A symbolic link there is never followed; it, a directory, a
+named pipe, or a regular file holding anything but a lock's record (a user's file, hard-linked
+there) is refused as :class:`NotALockFile`, and nothing is written to it.
+
 Locks belong to an open file, so a second ``exclusive_lock`` of the same path is refused even
 in the same process. Where ``fcntl`` is missing (Windows) nothing is locked (``exclusive_lock``
 does not wait, ``lock_if_free`` finds every lock free) and ``LOCKS_WORK`` is False, so that
@@ -26,18 +32,33 @@ import contextlib
 import json
 import os
 import socket
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from .errors import InfoXLMError
 
 try:
     import fcntl
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCKS_WORK", "LockHeld", "LockHolder", "exclusive_lock", "lock_if_free"]
+__all__ = ["LOCKS_WORK", "LockHeld", "LockHolder", "NotALockFile", "exclusive_lock", "lock_if_free"]
 
 LOCKS_WORK = fcntl is not None
+# A symbolic link at a lock's path is not followed (the open fails), and a named pipe there
+# does not make the open wait for a writer (it is then refused as not a regular file).
+_NOT_FOLLOWED = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_RECORD_BYTES = 4096  # a record is far shorter: what holds more is not one
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
 
 
 @dataclass(frozen=True)
@@ -61,36 +82,38 @@ class LockHeld(Exception):
         self.path, self.holder = path, holder
 
 
+class NotALockFile(InfoXLMError):
+    """What is at a lock's path is not a lock file (``problem`` says what it is); nothing is written to it."""
+
+    def __init__(self, path: Path, problem: str):
+        super().__init__(
+            f"{path}: {problem}; expected a lock file "
+            "(a regular file holding its holder's process id and host, or nothing); nothing was written to it"
+        )
+        self.path = path
+
+
 @contextlib.contextmanager
-def exclusive_lock(path: str | Path, *, wait: bool = True) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created, with its folder, if missing) for the block.
+def exclusive_lock(path: str | Path, *, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive lock on ``path`` (created, with its folder, if missing) for the block;
+    yields whether this call created the file.
 
     The holder's process id and host are written into the file. ``wait=False`` raises
     :class:`LockHeld` instead of waiting when another open file holds it; a file system that
-    keeps no locks raises OSError (ENOLCK, EOPNOTSUPP, …). The lock goes when the block ends
-    or the process dies.
+    keeps no locks raises OSError (ENOLCK, EOPNOTSUPP, …); what is not a lock file raises
+    :class:`NotALockFile`. The lock goes when the block ends or the process dies.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        handle = open(path, "a+", encoding="utf-8")
+        fd, created = _open_lock_file(path)
         try:
-            if fcntl is not None:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-                except BlockingIOError:
-                    raise LockHeld(path, _read_holder(path)) from None
-                if not _same_file(handle.fileno(), path):
-                    continue  # its last holder removed the file after we opened it: open the new one
-                # Who we are, for those who find the lock held (append mode: the write lands
-                # at the new end, 0).
-                handle.truncate(0)
-                handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n")
-                handle.flush()
-            yield
+            if fcntl is not None and not _lock(fd, path, wait, created):
+                continue  # its last holder removed the file after we opened it: open the new one
+            yield created
             return
         finally:
-            handle.close()  # drops the lock
+            os.close(fd)  # drops the lock
 
 
 @contextlib.contextmanager
@@ -100,12 +123,12 @@ def lock_if_free(path: str | Path) -> Iterator[LockHolder | None]:
 
     A missing file is free (a writer creates it before it writes). The lock is shared so that
     a read-only store can be probed; it still keeps a writer from starting until the block
-    ends. A file that cannot be opened yields an unknown holder: what cannot be checked is
-    taken as held.
+    ends. What cannot be opened as a regular file (no permission, a symbolic link, a
+    directory) yields an unknown holder: what cannot be checked is taken as held.
     """
     while True:
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | _NOT_FOLLOWED)
         except FileNotFoundError:
             yield None
             return
@@ -113,11 +136,14 @@ def lock_if_free(path: str | Path) -> Iterator[LockHolder | None]:
             yield LockHolder()
             return
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                yield LockHolder()
+                return
             if fcntl is not None:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    yield _read_holder(Path(path))
+                    yield _read_holder(fd)
                     return
                 if not _same_file(fd, Path(path)):
                     continue  # removed by its last holder meanwhile: look again
@@ -127,19 +153,89 @@ def lock_if_free(path: str | Path) -> Iterator[LockHolder | None]:
             os.close(fd)  # drops the shared lock
 
 
-def _same_file(fd: int, path: Path) -> bool:
-    """Whether the open file ``fd`` is the one ``path`` names now."""
+def _open_lock_file(path: Path) -> tuple[int, bool]:
+    """``path`` opened for writing, and whether it was created now; :class:`NotALockFile` if
+    it is not a regular file."""
+    while True:
+        try:
+            # O_EXCL: made now, by us; it never follows a symbolic link, even a dangling one.
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOT_FOLLOWED, 0o666), True
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(path, os.O_RDWR | _NOT_FOLLOWED)
+        except FileNotFoundError:
+            continue  # removed by its last holder meanwhile: make it
+        except OSError:  # ELOOP for a symbolic link, EISDIR for a directory, or no permission
+            refusal = _refusal(path, os.lstat(path).st_mode)
+            if refusal is None:
+                raise
+            raise refusal from None
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            return fd, False
+        os.close(fd)
+        raise _refusal(path, mode)
+
+
+def _refusal(path: Path, mode: int) -> NotALockFile | None:
+    """Why a file of ``mode`` at ``path`` is not a lock file; None for a regular file."""
+    for test, kind in _KINDS:
+        if test(mode):
+            target = f" (to {os.readlink(path)})" if kind == "a symbolic link" else ""
+            return NotALockFile(path, f"is {kind}{target}, not a regular file")
+    return None if stat.S_ISREG(mode) else NotALockFile(path, "is not a regular file")
+
+
+def _lock(fd: int, path: Path, wait: bool, created: bool) -> bool:
+    """Lock the open lock file ``fd`` and write our record into it; False if ``path`` no
+    longer names it (lock it again)."""
     try:
-        return os.fstat(fd).st_ino == os.stat(path).st_ino
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        raise LockHeld(path, _read_holder(fd)) from None
+    except OSError:
+        if created:  # made by us but not locked (a file system that keeps no locks): leave no file behind
+            path.unlink(missing_ok=True)
+        raise
+    if not _same_file(fd, path):
+        return False
+    if not created and _read_record(fd) is None:
+        # Not a stale record: someone's data, reached through a hard link or left at the path.
+        raise NotALockFile(path, f"holds something other than a lock's record ({os.fstat(fd).st_size} bytes)")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n").encode(), 0)
+    return True
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open file ``fd`` is the one ``path`` names now (not a link put in its place)."""
+    try:
+        here, there = os.fstat(fd), os.lstat(path)
     except FileNotFoundError:
         return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
-def _read_holder(path: Path) -> LockHolder:
+def _read_record(fd: int) -> dict | None:
+    """The lock file's record: {} for an empty file (its maker died before writing it), None
+    for anything that is not a record."""
+    text = os.pread(fd, _RECORD_BYTES + 1, 0)
+    if not text.strip():
+        return {}
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    # (Fields beside these two, from a later version, keep it a record.)
+    return record if isinstance(record, dict) and {"pid", "host"} <= record.keys() else None
+
+
+def _read_holder(fd: int) -> LockHolder:
     """The holder a lock file records, as far as it can be read."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        pid, host = record.get("pid"), record.get("host")
-        return LockHolder(pid if isinstance(pid, int) else None, host if isinstance(host, str) else None)
-    except (OSError, ValueError, AttributeError):
+        record = _read_record(fd) or {}
+    except OSError:
         return LockHolder()
+    pid, host = record.get("pid"), record.get("host")
+    return LockHolder(pid if isinstance(pid, int) else None, host if isinstance(host, str) else None)

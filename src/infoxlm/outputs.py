@@ -21,6 +21,7 @@ is complete and remove their temporary on any failure (an exception, Ctrl-C)::
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -35,6 +36,8 @@ from .errors import InfoXLMError
 TOKEN_STORE_FORMAT = "infoxlm-token-store"
 # What pretrain writes into a run directory: no other command writes into these.
 RUN_ENTRIES = frozenset({"checkpoints", "exports", "tokenizer", "tensorboard", "wandb"})
+# RUN/.lock (train/run_lock.py): the first thing pretrain makes in a run directory.
+RUN_LOCK_FILE = ".lock"
 
 
 class OutputError(InfoXLMError):
@@ -116,8 +119,21 @@ def is_token_store(directory: Path) -> bool:
 
 def is_run_directory(directory: Path) -> bool:
     """Whether ``directory`` is a directory `infoxlm pretrain` wrote: its config.json holds the
-    training sections."""
-    return {"optim", "run"} <= _json_fields(directory / "config.json").keys()
+    training sections, or its one entry is a run's lock file (a pretrain starting in it now, or
+    one killed before it wrote anything else; the lock tells which, and refuses a file at
+    RUN/.lock that is not a lock file)."""
+    return {"optim", "run"} <= _json_fields(directory / "config.json").keys() or _holds_only(directory, RUN_LOCK_FILE)
+
+
+def _holds_only(directory: Path, name: str) -> bool:
+    """Whether ``name`` is the one entry of ``directory`` (read no further than two entries)."""
+    if not os.path.lexists(directory / name):  # most directories: no listing
+        return False
+    try:
+        with os.scandir(directory) as entries:
+            return [entry.name for entry in itertools.islice(entries, 2)] == [name]
+    except OSError:
+        return False
 
 
 def enclosing_store_or_run(path: str | Path) -> tuple[str, Path] | None:

@@ -484,6 +484,29 @@ def test_a_live_prepare_on_another_host_is_not_deleted_and_a_merge_waits_for_it(
     assert not live.exists()
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="corpus locks need fcntl")
+@pytest.mark.parametrize("store_state", ["new", "prepared"])
+def test_a_corpus_lock_that_is_a_symbolic_link_is_refused_and_its_target_kept(tmp_path, tiny_model_dir, capsys, store_state):
+    """Anyone who may write into a shared store could point a corpus's lock file at another
+    user's file: the lock's record would overwrite it."""
+    de = tmp_path / "de.txt"
+    de.write_bytes(corpus_text(20))
+    precious = tmp_path / "precious"
+    precious.write_text("a user's data\n")
+    store = tmp_path / "store"
+    if store_state == "prepared":
+        prepare_monolingual("de", [de], tiny_model_dir, store, show_progress=False)
+    (store / ".locks").mkdir(parents=True, exist_ok=True)
+    lock = store / ".locks" / "mono-fr"
+    lock.symlink_to(precious)
+    code, err = run_cli(capsys, "prepare", "mono", "--lang", "fr", "--input", de, "--tokenizer", tiny_model_dir,
+                        "--output", store, "--no-progress")  # fmt: skip
+    assert code == 1 and len(err) == 1, err
+    assert err[0].startswith(f"infoxlm: error: {lock}: is a symbolic link (to {precious}), not a regular file; "), err
+    assert precious.read_text() == "a user's data\n"
+    assert not (store / "mono" / "fr").exists()
+
+
 def test_pretrain_refuses_a_store_with_an_id_outside_the_vocabulary_and_leaves_no_run(tmp_path, capsys):
     """An id at the vocabulary size (a foreign tokens.u32) used to end training with
     `IndexError: index out of range in self`, leaving a run directory. The largest id that

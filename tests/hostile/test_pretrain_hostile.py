@@ -465,3 +465,22 @@ def test_a_shard_damaged_past_what_the_checks_see_is_not_blamed_on_the_config(ca
     line = one_line(error)
     assert code == 1 and line.startswith(f"infoxlm: error: {checkpoint}: cannot read checkpoint (damaged"), line
     assert "does not fit the model" not in line and "weights_only" not in line, line
+
+
+@pytest.mark.parametrize("run_state", ["new", "trained"])
+def test_a_run_lock_that_is_a_symbolic_link_is_refused_and_its_target_kept(capsys, store, tmp_path, run_state):
+    """Anyone who may write into a shared run directory could point RUN/.lock at another user's
+    file: the run's lock record would overwrite it."""
+    precious = tmp_path / "precious"
+    precious.write_text("a user's data\n")
+    run = tmp_path / "run"
+    if run_state == "trained":
+        assert pretrain(capsys, store, run, "--max-steps", "1")[0] == 0
+        (run / ".lock").unlink()
+    else:
+        run.mkdir()
+    (run / ".lock").symlink_to(precious)
+    code, err = pretrain(capsys, store, run, "--max-steps", "1")
+    line = one_line(err)
+    assert code == 1 and line.startswith(f"infoxlm: error: {run / '.lock'}: is a symbolic link (to {precious}), not a regular file; ")
+    assert precious.read_text() == "a user's data\n" and (run / ".lock").is_symlink()

@@ -5,7 +5,10 @@ however that ends, so never stale) before it reads the run's checkpoint or write
 and holds it until it ends. A second command on the same RUN finds it held and stops with one
 line naming the holder, having changed nothing in RUN (without the lock it would rewrite
 ``config.json`` and add its steps to ``metrics.jsonl`` beside the first run's, then crash on
-the first run's checkpoint).
+the first run's checkpoint). RUN/.lock is the first thing a pretrain makes in RUN, so a directory
+holding nothing else counts as a run directory (``outputs.is_run_directory``): one killed at
+start-up leaves just that, and the same command goes on in it; one starting at the same moment
+is named as the holder.
 
 In a run of several processes global rank 0 alone takes the lock: the run directory is one
 directory on a file system shared by every node (a lock per node would make the nodes refuse
@@ -24,13 +27,13 @@ from pathlib import Path
 import torch.distributed as dist
 
 from ..created_paths import CreatedPaths
-from ..file_lock import LockHeld, exclusive_lock
+from ..file_lock import LockHeld, NotALockFile, exclusive_lock
+from ..outputs import RUN_LOCK_FILE as LOCK_FILE
 from .distributed import World
 from .errors import TrainingError
 
 __all__ = ["LOCK_FILE", "RunLock"]
 
-LOCK_FILE = ".lock"  # RUN/.lock: its holder (or last holder) records its process id and host
 # What a file system that keeps no locks answers (Lustre mounted without -o flock, NFS without a lock manager).
 LOCKS_UNSUPPORTED = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 
@@ -80,15 +83,16 @@ class RunLock:
 def _lock(run_dir: Path, held: contextlib.ExitStack, created: CreatedPaths) -> str | None:
     """Take RUN/.lock into ``held``: None, or why not in one line."""
     path = run_dir / LOCK_FILE
-    if not path.exists():
-        created.tree(path)
     try:
-        held.enter_context(exclusive_lock(path, wait=False))
+        if held.enter_context(exclusive_lock(path, wait=False)):
+            created.tree(path)  # made by this command, and held: a start that fails removes it
     except LockHeld as err:
         return (
             f"{run_dir}: another infoxlm pretrain is running in it ({err.holder.describe()}, holding {path}); "
             "wait for it to end, or use another --output"
         )
+    except NotALockFile as err:  # a symbolic link to someone's file, …: said on every rank
+        return str(err)
     except OSError as err:
         if err.errno not in LOCKS_UNSUPPORTED:
             raise
