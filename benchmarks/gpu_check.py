@@ -41,7 +41,7 @@ the test suite runs it, so the script cannot rot while no GPU is at hand.
 
 On one H200 the sections before the lever runs took 696 s, the lever runs about 100 s each
 (benchmarks/results/2026-11-26-gpu-check.md, 2026-11-27-gpu-levers.md); ``--ablate``'s
-sections together about 620 s.
+sections together 618 s.
 """
 
 from __future__ import annotations
