@@ -76,7 +76,11 @@ def store(tmp_path_factory):
 
 
 def test_prefetched_data_is_the_pipelines_own(store):
-    pipeline = DataPipeline(TokenStore.open(store), PipelineConfig(mmlm_batch_size=8, tlm_batch_size=8, xlco_batch_size=4, block_size=64, tlm_max_length=64, xlco_max_length=64, max_tokens=256))
+    config = PipelineConfig(
+        mmlm_batch_size=8, tlm_batch_size=8, xlco_batch_size=4, block_size=64, tlm_max_length=64, xlco_max_length=64,
+        max_tokens=256,
+    )  # fmt: skip
+    pipeline = DataPipeline(TokenStore.open(store), config)
     with StepPrefetcher(pipeline, World(), last_step=4) as data:
         for step in range(4):
             ours, theirs = data.step(step), pipeline.step(step)

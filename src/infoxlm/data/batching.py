@@ -97,8 +97,9 @@ class MLMBatch:
 
     def map_tensors(self, move: Callable[[torch.Tensor], torch.Tensor]) -> "MLMBatch":
         """This batch with ``move`` applied to each of its tensors (its packing's too)."""
-        changed = {f.name: move(getattr(self, f.name)) for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), torch.Tensor)}
-        return dataclasses.replace(self, **changed, packing=self.packing.map_tensors(move))
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        moved = {name: move(v) for name, v in values.items() if isinstance(v, torch.Tensor)}
+        return dataclasses.replace(self, **moved, packing=self.packing.map_tensors(move))
 
 
 @dataclass
