@@ -33,16 +33,21 @@ def fifo(path: Path) -> None:
 HOSTILE: dict[str, Callable[[Path], None]] = {"nested": nested, "/dev/zero": zero_link, "fifo": fifo}
 
 
+class Hung(BaseException):
+    """Raised in a block that ran too long: no reader's ``except OSError`` or ``except
+    Exception`` can take it for a failure it handles and go on."""
+
+
 @contextlib.contextmanager
 def within(seconds: float) -> Iterator[None]:
-    """Fail with TimeoutError if the block takes longer: a blocking open() or read() is
-    interrupted by the alarm (PEP 475: a handler that raises ends the call)."""
+    """Raise Hung if the block takes longer: a blocking open() or read() is interrupted by the
+    alarm (PEP 475: a handler that raises ends the call), and again each second after."""
 
     def expire(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
+        raise Hung(f"still running after {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
     try:
         yield
     finally:

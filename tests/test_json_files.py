@@ -74,7 +74,7 @@ def test_the_callers_error_type_is_raised(tmp_path):
         (DEEP_JSON, "deep.json: invalid JSON (nested deeper than 100 levels)"),
         ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "deep.json: invalid JSON (nested deeper than 100 levels)"),
         ('{"a": 1,\n  "b": }', "deep.json:2:8: invalid JSON (Expecting value)"),
-        ('{"a": "\xff"}'.encode("latin-1"), "deep.json:1:8: invalid JSON (not UTF-8: byte 0xff)"),
+        ('{"a": "\xff"}'.encode("latin-1"), "deep.json:1:8: not UTF-8 (byte 0xff)"),
     ],
     ids=["100,000 deep", "101 deep", "not JSON", "not UTF-8"],
 )

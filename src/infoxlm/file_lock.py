@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import InfoXLMError
+from .json_files import parse_json
 
 try:
     import fcntl
@@ -223,9 +224,9 @@ def _read_record(fd: int) -> dict | None:
     text = os.pread(fd, _RECORD_BYTES + 1, 0)
     if not text.strip():
         return {}
-    try:
-        record = json.loads(text)
-    except ValueError:
+    try:  # (JSON nested thousands deep, in a record's 4 kB, is no record either)
+        record = parse_json(text, "a lock file", what="a lock's record")
+    except InfoXLMError:
         return None
     # (Fields beside these two, from a later version, keep it a record.)
     return record if isinstance(record, dict) and {"pid", "host"} <= record.keys() else None

@@ -73,7 +73,7 @@ def read_small_file(path: str | Path, *, what: str, max_bytes: int, error: type[
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise error(f"{path}: is {_kind(path, info.st_mode)}, not a regular file; expected {what}")
+            raise error(f"{path}: {_not_regular(path, info.st_mode)}; expected {what}")
         if info.st_size > max_bytes:
             raise _too_large(path, info.st_size, what, max_bytes, error)
         data = _read_at_most(fd, max_bytes + 1)
@@ -87,10 +87,11 @@ def read_small_file(path: str | Path, *, what: str, max_bytes: int, error: type[
 
 
 def parse_json(text: str | bytes, source: str, *, what: str, error: type[InfoXLMError] = InfoXLMError,
-               line: int | None = None) -> Any:
+               line: int | None = None, problem: str = "invalid JSON") -> Any:
     """The JSON value of ``text`` (bytes: UTF-8) read from ``source``; ``error`` naming
     ``source``, the line and the column for text that is not UTF-8 or not JSON, or nests deeper
     than ``MAX_DEPTH``. ``line``: the text is that one line of ``source`` (JSON Lines).
+    ``problem``: what such text is called ("damaged: invalid JSON" for a file cut short).
 
     >>> parse_json('{"a": [1, 2}', "x.jsonl", what="one JSON object per line", line=7)
     Traceback (most recent call last):
@@ -102,28 +103,31 @@ def parse_json(text: str | bytes, source: str, *, what: str, error: type[InfoXLM
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8-sig")
-        value = json.loads(text)
     except UnicodeDecodeError as exc:
-        row, column = _position(exc.object, exc.start, b"\n")
-        where, reason = _where(source, line, row, column), f"not UTF-8: byte 0x{exc.object[exc.start]:02x}"
+        where = _where(source, line, *_position(exc.object, exc.start))
+        raise error(f"{where}: not UTF-8 (byte 0x{exc.object[exc.start]:02x}); expected {what}") from None
+    try:
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         where, reason = _where(source, line, exc.lineno, exc.colno), exc.msg
     except RecursionError:  # thousands of nested [ or {
-        where, reason = source if line is None else f"{source}:{line}", f"nested deeper than {MAX_DEPTH} levels"
+        where, reason = _where(source, line), f"nested deeper than {MAX_DEPTH} levels"
     else:
         if not _nests_deeper(value, MAX_DEPTH):
             return value
-        where, reason = source if line is None else f"{source}:{line}", f"nested deeper than {MAX_DEPTH} levels"
-    raise error(f"{where}: invalid JSON ({reason}); expected {what}")
+        where, reason = _where(source, line), f"nested deeper than {MAX_DEPTH} levels"
+    raise error(f"{where}: {problem} ({reason}); expected {what}")
 
 
-def _where(source: str, line: int | None, row: int, column: int) -> str:
-    return f"{source}:{row}:{column}" if line is None else f"{source}:{line}:{column}"
+def _where(source: str, line: int | None, row: int | None = None, column: int | None = None) -> str:
+    """``source``, its line and column: ``line`` is the line of a text that is one line of it."""
+    place = [line if line is not None else row, column]
+    return ":".join([source, *(str(n) for n in place if n is not None)])
 
 
-def _position(data: bytes, offset: int, newline: bytes) -> tuple[int, int]:
-    """(line, column) of ``offset`` in ``data``, both from 1."""
-    return data.count(newline, 0, offset) + 1, offset - (data.rfind(newline, 0, offset) + 1) + 1
+def _position(data: bytes, offset: int) -> tuple[int, int]:
+    """(line, column) of byte ``offset`` in ``data``, both from 1."""
+    return data.count(b"\n", 0, offset) + 1, offset - (data.rfind(b"\n", 0, offset) + 1) + 1
 
 
 def _nests_deeper(value: Any, limit: int) -> bool:
@@ -145,9 +149,12 @@ def _nests_deeper(value: Any, limit: int) -> bool:
     return False
 
 
-def _kind(path: str | Path, mode: int) -> str:
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-    return f"{kind} (a link to {os.readlink(path)})" if os.path.islink(path) else kind
+def _not_regular(path: str | Path, mode: int) -> str:
+    """What ``path`` (of ``mode``, links followed) is instead of a regular file, in words."""
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    if os.path.islink(path):
+        kind += f" (a link to {os.readlink(path)})"
+    return f"is {kind}" if stat.S_ISDIR(mode) else f"is {kind}, not a regular file"
 
 
 def _too_large(path: str | Path, size: int, what: str, max_bytes: int, error: type[InfoXLMError]) -> InfoXLMError:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import shutil
 import tempfile
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .errors import InfoXLMError
+from .json_files import CONFIG_BYTES, read_json
 
 
 # store.json's "format" (infoxlm.data.store writes it; named here, below the data layer).
@@ -148,10 +148,11 @@ def enclosing_store_or_run(path: str | Path) -> tuple[str, Path] | None:
 
 
 def _json_fields(path: Path) -> dict:
-    """The object in a small JSON file, or {} if there is none (missing, unreadable, not JSON)."""
+    """The object in a small JSON file, or {} if there is none (missing, unreadable, not JSON,
+    not a regular file: a named pipe there does not hang the check)."""
     try:
-        fields = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        fields = read_json(path, what="a JSON file", max_bytes=CONFIG_BYTES)
+    except InfoXLMError:
         return {}
     return fields if isinstance(fields, dict) else {}
 

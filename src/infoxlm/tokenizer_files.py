@@ -16,12 +16,13 @@ the backend that reads it; :class:`~infoxlm.tokenizer.Tokenizer` frames, pads an
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from infoxlm.errors import TokenizerError
+from infoxlm.json_files import TOKENIZER_BYTES, parse_json, read_small_file
 from infoxlm.special_tokens import BOS, EOS, MASK, PAD, SPECIAL_IDS, UNK
 
 __all__ = [
@@ -132,19 +133,11 @@ def check_tokenizer_file(path: Path, data: bytes | None = None) -> bytes:
     naming it when they cannot be its format at all: a ``.json`` that is not JSON (a copy cut
     short), a ``.model`` that is no SentencePiece model. Such a file is damaged, not another
     tokenizer; whether it holds XLM-R's layout is :meth:`~infoxlm.tokenizer.Tokenizer.from_pretrained`'s check."""
-    try:
-        data = path.read_bytes() if data is None else data
-    except OSError as exc:
-        raise TokenizerError(f"{path}: cannot read tokenizer file ({exc.strerror})") from None
+    if data is None:
+        data = _read_tokenizer_file(path)
     if path.suffix == ".json":
-        try:
-            json.loads(data)
-            return data
-        except UnicodeDecodeError as exc:
-            reason = f"not UTF-8 at byte {exc.start}"
-        except json.JSONDecodeError as exc:
-            reason = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise TokenizerError(f"{path}: damaged: not valid JSON ({reason}); expected a complete tokenizer.json")
+        parse_json(data, str(path), what=f"a complete {TOKENIZER_JSON}", error=TokenizerError, problem="damaged: invalid JSON")
+        return data
     import sentencepiece as spm
 
     try:
@@ -258,18 +251,20 @@ def open_tokenizer_file(path: Path) -> tuple[Backend, Path, bytes, list[Path]]:
     extra: list[Path] = []
     if path.is_dir():
         json_file, sp_file = path / TOKENIZER_JSON, path / SENTENCEPIECE_MODEL
-        if json_file.is_file():
+        # A file there that is no regular file (a named pipe, a link to a device) is named
+        # when it is read, not passed over.
+        if os.path.lexists(json_file):
             source, kind = json_file, "json"
             if sp_file.is_file():
                 extra.append(sp_file)
-        elif sp_file.is_file():
+        elif os.path.lexists(sp_file):
             source, kind = sp_file, "model"
         else:
             raise TokenizerError(
                 f"{path}: holds neither {TOKENIZER_JSON} nor {SENTENCEPIECE_MODEL}; "
                 "expected an XLM-R tokenizer directory"
             )
-    elif path.is_file():
+    elif os.path.lexists(path):
         if path.suffix == ".json":
             source, kind = path, "json"
         elif path.suffix == ".model":
@@ -284,16 +279,18 @@ def open_tokenizer_file(path: Path) -> tuple[Backend, Path, bytes, list[Path]]:
             f"{path}: no such tokenizer directory or file; "
             f"expected a directory holding {TOKENIZER_JSON} or {SENTENCEPIECE_MODEL}"
         )
-    try:
-        data = source.read_bytes()
-    except OSError as exc:
-        raise TokenizerError(f"{source}: cannot read tokenizer file ({exc.strerror})") from None
+    data = _read_tokenizer_file(source)
     backend: Backend
     if kind == "json":
         backend = TokenizersBackend(source, data)
     else:
         backend = SentencePieceBackend(source, data)
     return backend, source, data, extra
+
+
+def _read_tokenizer_file(path: Path) -> bytes:
+    expected = TOKENIZER_JSON if path.suffix == ".json" else SENTENCEPIECE_MODEL
+    return read_small_file(path, what=f"a tokenizer file ({expected})", max_bytes=TOKENIZER_BYTES, error=TokenizerError)
 
 
 def transformers_configs(mask_id: int) -> dict[str, dict[str, Any]]:

@@ -76,7 +76,7 @@ def test_a_missing_store_is_refused_with_the_command_that_makes_one(tmp_path):
         (lambda c: (c / "tokens.u32").write_bytes((c / "tokens.u32").read_bytes()[:-1]), "not a whole number"),
         (lambda c: (c / "lines.i64").unlink(), r"lines\.i64: missing"),
         (lambda c: (c / "meta.json").unlink(), r"meta\.json: missing"),
-        (lambda c: (c / "meta.json").write_text("{"), "not valid JSON"),
+        (lambda c: (c / "meta.json").write_text("{"), r"meta\.json:1:2: invalid JSON \(Expecting property name"),
     ],
 )
 def test_damage_found_when_opening(store_root, damage, message):

@@ -72,14 +72,14 @@ def test_mlqa_file_names_and_layout(tmp_path):
 def test_malformed_files_are_clear_errors(tmp_path):
     bad_json = tmp_path / "bad.json"
     bad_json.write_text('{"version": "1.0",\n "data": [}\n')
-    with pytest.raises(MLQADataError, match=r"bad\.json:2:11: not valid JSON"):
+    with pytest.raises(MLQADataError, match=r"bad\.json:2:11: invalid JSON"):
         read_squad(bad_json)
     with pytest.raises(MLQADataError, match=r"missing\.json: no such file; expected a JSON file$"):
         read_json(tmp_path / "missing.json")
     with pytest.raises(MLQADataError, match=f"{tmp_path}: is a directory; expected a SQuAD/MLQA JSON file$"):
         read_squad(tmp_path)
     (tmp_path / "latin1.json").write_bytes(b'{"data": "caf\xe9"}')
-    with pytest.raises(MLQADataError, match=r"latin1\.json: not UTF-8 \(byte 13\); expected a SQuAD/MLQA JSON file$"):
+    with pytest.raises(MLQADataError, match=r"latin1\.json:1:14: not UTF-8 \(byte 0xe9\); expected a SQuAD/MLQA JSON file$"):
         read_squad(tmp_path / "latin1.json")
     missing_id = json.loads(json.dumps(DATA))
     del missing_id["data"][0]["paragraphs"][1]["qas"][0]["id"]

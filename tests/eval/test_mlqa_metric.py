@@ -180,7 +180,7 @@ def test_cli_errors_name_the_file(tmp_path):
     bad.write_text('{"q1": "x",\n}')
     with pytest.raises(InfoXLMError, match=r"missing\.json: no such file; expected a prediction file"):
         run_cli("--data", str(data), "--predictions", str(tmp_path / "missing.json"), "--lang", "en")
-    with pytest.raises(InfoXLMError, match=r"bad\.json:2:1: not valid JSON"):
+    with pytest.raises(InfoXLMError, match=r"bad\.json:2:1: invalid JSON"):
         run_cli("--data", str(data), "--predictions", str(bad), "--lang", "en")
     with pytest.raises(InfoXLMError, match="language 'xx'"):
         run_cli("--data", str(data), "--predictions", str(bad), "--lang", "xx")

@@ -45,6 +45,7 @@ from infoxlm.corpus.inputs import HubDataset, InputSource
 from infoxlm.corpus.parallel_text import PairBlock
 from infoxlm.corpus.text_files import DEFAULT_BLOCK_BYTES, LineBlock, iter_line_blocks
 from infoxlm.errors import DataError, InfoXLMError
+from infoxlm.json_files import RECORD_BYTES, read_json
 
 __all__ = ["input_line_blocks", "load_hub_dataset", "record_line_blocks", "record_pair_blocks", "require_package"]
 
@@ -352,10 +353,12 @@ def _readable(batches: Iterable[Any], path: Path, kind: str) -> Iterator[Any]:
 
 def _saved_dataset_files(path: Path) -> list[Path]:
     state = path / "state.json"
+    expected = "the state.json of datasets.save_to_disk"
+    entries = read_json(state, what=expected, max_bytes=RECORD_BYTES, error=DataError)
     try:
-        files = [path / entry["filename"] for entry in json.loads(state.read_text(encoding="utf-8"))["_data_files"]]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DataError(f"{state}: unreadable ({exc}); expected the state.json of datasets.save_to_disk") from None
+        files = [path / entry["filename"] for entry in entries["_data_files"]]
+    except (KeyError, TypeError) as exc:
+        raise DataError(f"{state}: unreadable ({exc}); expected {expected}") from None
     for file in files:
         if not file.is_file():
             raise DataError(

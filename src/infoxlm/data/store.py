@@ -39,7 +39,7 @@ uint32; offsets little-endian int64.
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -47,6 +47,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..errors import InfoXLMError
+from ..json_files import RECORD_BYTES, read_json
 from ..outputs import TOKEN_STORE_FORMAT
 from ..special_tokens import EOS_ID
 from .corpus_lock import partial_corpus_dirs, partial_writer
@@ -67,13 +68,15 @@ class StoreError(InfoXLMError):
 
 
 def read_store_json(path: Path) -> dict[str, Any]:
-    """A store's ``store.json`` or a corpus's ``meta.json``; missing or not JSON is a StoreError."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{path}: missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise StoreError(f"{path}: not valid JSON ({err})") from None
+    """A store's ``store.json`` or a corpus's ``meta.json``; missing, not a regular file or not
+    JSON is a StoreError."""
+    if not os.path.lexists(path):
+        raise StoreError(f"{path}: missing")
+    expected = f"the {path.name} infoxlm prepare writes"
+    fields = read_json(path, what=expected, max_bytes=RECORD_BYTES, error=StoreError)
+    if not isinstance(fields, dict):
+        raise StoreError(f"{path}: expected a JSON object ({expected}), found {type(fields).__name__}")
+    return fields
 
 
 def _memmap(path: Path, dtype: np.dtype) -> np.ndarray:
@@ -304,7 +307,7 @@ class TokenStore:
     def read_info(root: str | Path) -> dict[str, Any]:
         """store.json of the store at ``root``, checked for format and version."""
         root = Path(root)
-        if not (root / "store.json").is_file():
+        if not os.path.lexists(root / "store.json"):
             raise StoreError(f"{root}: not a token store (no store.json); create one with `infoxlm prepare`")
         info = read_store_json(root / "store.json")
         if info.get("format") == STORE_FORMAT and info.get("version") == 1:

@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -41,6 +42,7 @@ from ..corpus.prepare import prepare_monolingual, prepare_parallel
 from ..data.pipeline import OBJECTIVES
 from ..embedding import embed_layers
 from ..errors import InfoXLMError
+from ..json_files import CONFIG_BYTES, read_json
 from ..eval.plots import plot_layerwise, plot_losses
 from ..eval.tatoeba import evaluate_tatoeba, resolve_languages
 from ..model.encoder import Encoder
@@ -157,10 +159,10 @@ def _claim_directory(work: Path, settings: DemoSettings, seed: int) -> None:
     """Reusing intermediate files is only right for the same settings and seed: check."""
     stamp = work / "demo_settings.json"
     wanted = json.loads(json.dumps({**settings.fingerprint(), "seed": seed}))  # tuples → lists, as read back
-    if stamp.is_file():
-        found = json.loads(stamp.read_text(encoding="utf-8"))
+    if os.path.lexists(stamp):
+        found = read_json(stamp, what="the settings infoxlm demo records", max_bytes=CONFIG_BYTES, error=DemoError)
         if found != wanted:
-            changed = sorted(k for k in wanted if found.get(k) != wanted[k])
+            changed = sorted(k for k in wanted if not isinstance(found, dict) or found.get(k) != wanted[k])
             raise DemoError(
                 f"{work.parent}: holds a demo made with other settings ({', '.join(changed)}); "
                 "use another --output or delete that directory"

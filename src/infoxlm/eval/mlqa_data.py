@@ -18,12 +18,13 @@ c = q. Example, on the downloaded data set::
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import EvalDataError, file_error
+from ..errors import EvalDataError
+from ..json_files import DATA_BYTES
+from ..json_files import read_json as read_json_file
 from .mlqa_metric import MLQA_LANGUAGES
 
 MLQA_SPLITS = ("dev", "test")
@@ -46,17 +47,10 @@ class QAExample:
 
 
 def read_json(path: str | Path, expected: str = "a JSON file") -> Any:
-    """Parse a JSON file; a missing file or bad JSON is an error naming the file (and line:column)
-    and, for a file that cannot be read, what was ``expected`` ("a prediction file")."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise file_error(path, err, expected, MLQADataError) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise MLQADataError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+    """Parse a JSON file (SQuAD / MLQA data, predictions: up to ``DATA_BYTES``); a missing file,
+    one that is not a regular file or bad JSON is an error naming the file (and line:column) and
+    what was ``expected`` ("a prediction file")."""
+    return read_json_file(path, what=expected, max_bytes=DATA_BYTES, error=MLQADataError)
 
 
 def parse_squad(dataset_json: Any, source: str = "dataset") -> list[QAExample]:

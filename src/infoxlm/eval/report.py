@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvalDataError
+from ..json_files import RECORD_BYTES, read_json
 from .results import average, markdown_table, transfer_gap
 from ..outputs import atomic_file
 from . import paper_results as paper
@@ -42,12 +43,8 @@ class Gathered:
 
 
 def _load(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise EvalDataError(f"{path}: cannot read ({err})") from None
-    except json.JSONDecodeError as err:
-        raise EvalDataError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+    expected = "the results of infoxlm finetune, eval tatoeba or demo (JSON)"
+    return read_json(path, what=expected, max_bytes=RECORD_BYTES, error=EvalDataError)
 
 
 def _tatoeba_block(obj: Any, file: Path, keys: tuple[str, ...] = ()) -> dict | None:

@@ -18,6 +18,8 @@ from typing import Any
 from ..version import __version__
 from ..data.sampling import language_probabilities
 from ..data.store import TokenStore
+from ..errors import InfoXLMError
+from ..json_files import RECORD_BYTES, parse_json, read_json
 
 CARD_NAME = "README.md"
 DATA_SUMMARY_NAME = "data.json"
@@ -153,9 +155,10 @@ def _source_layers(directory: str | Path) -> int | None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """The object in ``path``, or {} (a card says what it can read and leaves out the rest)."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        value = read_json(path, what="a JSON object", max_bytes=RECORD_BYTES)
+    except InfoXLMError:
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -171,16 +174,14 @@ def _sampling_unit(data: dict[str, Any], config: dict[str, Any]) -> str:
 def _read_run(run_dir: Path) -> dict[str, Any]:
     run: dict[str, Any] = {"dir": run_dir}
     for key, name in (("config", "config.json"), ("data", DATA_SUMMARY_NAME)):
-        try:
-            run[key] = json.loads((run_dir / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            run[key] = {}
+        run[key] = _read_json(run_dir / name)
     rows = []
+    path = run_dir / "metrics.jsonl"
     try:
-        for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             try:
-                rows.append(json.loads(line))
-            except ValueError:
+                rows.append(parse_json(line, str(path), what="a metrics record", line=number))
+            except InfoXLMError:
                 continue  # a line cut by a crash
     except OSError:
         pass
@@ -195,11 +196,8 @@ def _evaluations(run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
     for path in sorted(run_dir.rglob("*.json")):
         if any(part in ("checkpoints", "exports", "tokenizer", "tensorboard", "wandb") for part in path.relative_to(run_dir).parts):
             continue
-        try:
-            value = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(value, dict) and ("average" in value or "layers" in value or "task" in value):
+        value = _read_json(path)
+        if "average" in value or "layers" in value or "task" in value:
             found.append((str(path.relative_to(run_dir)), value))
     return found
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..version import __version__
 from ..errors import CheckpointError
+from ..json_files import CONFIG_BYTES, read_json
 
 # model_type values whose checkpoints have exactly this architecture.
 SUPPORTED_MODEL_TYPES = ("xlm-roberta",)
@@ -164,12 +166,9 @@ class EncoderConfig:
     @classmethod
     def load(cls, directory: str | Path) -> "EncoderConfig":
         path = Path(directory) / "config.json"
-        if not path.is_file():
+        if not os.path.lexists(path):  # what is there but no regular file is named by read_json
             raise CheckpointError(f"{directory}: no config.json; expected a Hugging Face XLM-R checkpoint directory")
-        try:
-            fields = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise CheckpointError(f"{path}: not valid JSON ({err})") from None
+        fields = read_json(path, what="a Hugging Face config.json", max_bytes=CONFIG_BYTES, error=CheckpointError)
         if not isinstance(fields, dict):
             raise CheckpointError(f"{path}: expected a JSON object, found {type(fields).__name__}")
         return cls.from_hf_dict(fields, source=str(path))

@@ -21,7 +21,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, InfoXLMError
+from ..json_files import CONFIG_BYTES, RECORD_BYTES, read_json
 from .config import WRITER_KEY, EncoderConfig
 
 if TYPE_CHECKING:
@@ -53,9 +54,9 @@ def written_by_infoxlm(directory: str | Path) -> bool:
     config.json names infoxlm as the writer and every entry is one an export writes."""
     directory = Path(directory)
     try:
-        fields = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        fields = read_json(directory / "config.json", what="a config.json", max_bytes=CONFIG_BYTES)
         names = {entry.name for entry in directory.iterdir()}
-    except (OSError, ValueError):
+    except (OSError, InfoXLMError):
         return False
     return isinstance(fields, dict) and WRITER_KEY in fields and names <= EXPORT_ENTRIES
 
@@ -93,11 +94,12 @@ def _weight_files(directory: str | Path) -> list[Path]:
     directory = Path(directory)
     if (directory / WEIGHTS_NAME).is_file():
         return [directory / WEIGHTS_NAME]
-    if (directory / SHARD_INDEX_NAME).is_file():
+    if os.path.lexists(directory / SHARD_INDEX_NAME):  # what is there but no regular file is named when read
         index_path = directory / SHARD_INDEX_NAME
+        index = read_json(index_path, what="a safetensors shard index", max_bytes=RECORD_BYTES, error=CheckpointError)
         try:
-            shard_names = sorted(set(json.loads(index_path.read_text())["weight_map"].values()))
-        except (json.JSONDecodeError, KeyError, AttributeError, TypeError) as err:
+            shard_names = sorted(set(index["weight_map"].values()))
+        except (KeyError, AttributeError, TypeError) as err:
             raise CheckpointError(f"{index_path}: not a safetensors shard index ({err})") from None
         missing = [name for name in shard_names if not (directory / name).is_file()]
         if missing:
@@ -275,7 +277,7 @@ CONTRAST_LAYER_KEY = "infoxlm_contrast_layer"
 def record_contrast_layer(directory: str | Path, layer: int) -> None:
     """Add ``CONTRAST_LAYER_KEY`` to the ``config.json`` of ``directory``."""
     path = Path(directory) / "config.json"
-    fields = json.loads(path.read_text(encoding="utf-8"))
+    fields = read_json(path, what="a config.json", max_bytes=CONFIG_BYTES, error=CheckpointError)
     fields[CONTRAST_LAYER_KEY] = int(layer)
     path.write_text(json.dumps(fields, indent=2, sort_keys=True) + "\n")
 
@@ -283,7 +285,8 @@ def record_contrast_layer(directory: str | Path, layer: int) -> None:
 def read_contrast_layer(directory: str | Path) -> int | None:
     """The contrast layer recorded in ``config.json`` by ``infoxlm export``, or None."""
     try:
-        value = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8")).get(CONTRAST_LAYER_KEY)
-    except (OSError, ValueError, AttributeError):
+        fields = read_json(Path(directory) / "config.json", what="a config.json", max_bytes=CONFIG_BYTES)
+        value = fields.get(CONTRAST_LAYER_KEY)
+    except (InfoXLMError, AttributeError):  # the model's own config check names the file
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -45,6 +45,7 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, _Em
 from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 from torch.distributed.tensor import DTensor
 
+from ..json_files import parse_json
 from .checkpoint_integrity import DIGESTS, INDEX, DigestingWriter, first_line, read_index, verify_files
 from .distributed import World, all_reduce_max
 from .errors import CheckpointCorrupt, TrainingError, UnsafeCheckpoint
@@ -314,6 +315,14 @@ def _rank_failure(err: Exception) -> BaseException:
         wrapped = next(iter(failures.values()))  # (exception, traceback) of the first failed rank
         return wrapped[0] if isinstance(wrapped, tuple) else getattr(wrapped, "exception", wrapped)
     return err
+
+
+def state_json(state: dict[str, Any], key: str, checkpoint: Path) -> dict[str, Any]:
+    """The JSON object a checkpoint keeps as text under ``key`` (its configs, its store identity)."""
+    value = parse_json(str(state[key]), f"{checkpoint}/{key}", what=f"the run's {key} as JSON", error=CheckpointCorrupt)
+    if not isinstance(value, dict):
+        raise CheckpointCorrupt(f"{checkpoint}: its {key} is a JSON {type(value).__name__}; expected an object")
+    return value
 
 
 def _load_single_file(path: Path, map_location) -> dict[str, Any]:

@@ -37,6 +37,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 
+from ..json_files import RECORD_BYTES, read_json
 from .distributed import World, all_reduce_max
 from .errors import CheckpointCorrupt, UnsafeCheckpoint
 
@@ -90,7 +91,7 @@ class DigestingWriter(dcp.FileSystemWriter):
         directory = Path(self.path)
         files: dict[str, Any] = {}
         for part in sorted(directory.glob(f"__*_{DIGESTS}")):
-            files.update(json.loads(part.read_text(encoding="utf-8")))
+            files.update(read_json(part, what="a rank's digests", max_bytes=RECORD_BYTES, error=CheckpointCorrupt))
         written = {result.storage_data.relative_path for rank_results in results for result in rank_results}
         if written - files.keys():  # the save fails here rather than its checkpoint looking damaged later
             raise RuntimeError(f"no digest recorded for {sorted(written - files.keys())} in {directory}")
@@ -183,14 +184,14 @@ def verify_files(directory: Path, world: World | None = None) -> bool:
 def _read_digests(directory: Path) -> dict[str, dict[str, Any]] | None:
     """``digests.json``'s files, or None where it is absent; refused unless well formed."""
     path = directory / DIGESTS
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
+    data = read_json(path, what="a checkpoint's digest list", max_bytes=RECORD_BYTES, error=CheckpointCorrupt)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
         files = data["files"] if data.get("algorithm") == "sha256" else None
         if not isinstance(files, dict) or not all(_well_formed(name, record) for name, record in files.items()):
             raise ValueError("expected {'algorithm': 'sha256', 'files': {name: {'size': bytes, 'sha256': hex}}}")
-    except (OSError, ValueError, AttributeError, KeyError, TypeError) as err:
+    except (ValueError, AttributeError, KeyError, TypeError) as err:
         raise CheckpointCorrupt(f"{path}: not a checkpoint's digest list ({type(err).__name__}: {first_line(err)})") from None
     return files
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,6 +30,7 @@ from ..data.pipeline import PipelineConfig
 from ..model.config import ENCODER_SIZES
 from ..model.sentence_layer import POOLINGS
 from ..errors import InfoXLMError
+from ..json_files import CONFIG_BYTES, read_json
 
 
 class ConfigError(InfoXLMError):
@@ -377,7 +379,7 @@ def _parse_value(text: str, current: Any, name: str, annotation: str = "") -> An
         raise ConfigError(f"{name}={text!r}: expected true or false")
     try:
         value = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # (the latter: thousands of nested [ or {)
         value = text  # a bare string such as a path or a schedule name
     if current is None or isinstance(current, str):  # a name or a path: the text itself
         return value if isinstance(value, str) else text.strip()
@@ -418,7 +420,7 @@ def apply_overrides(config: TrainConfig, overrides: list[str]) -> TrainConfig:
         if section_name == "model" and field_name == "overrides":
             try:
                 value = json.loads(text)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 value = text  # refused by ModelConfig.validate
         else:
             value = _parse_value(text, current, name, annotation)
@@ -472,12 +474,9 @@ def resolve_config(config: TrainConfig, device: torch.device | None = None) -> T
 
 def load_config_file(path: Path) -> list[str]:
     """A JSON file shaped like ``TrainConfig.to_dict()`` (any subset) → override strings."""
-    try:
-        tree = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    if not os.path.lexists(path):
+        raise ConfigError(f"{path}: no such config file")
+    tree = read_json(path, what="a JSON config file (sections of TrainConfig)", max_bytes=CONFIG_BYTES, error=ConfigError)
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}: expected a JSON object of sections")
     return _flatten(tree)

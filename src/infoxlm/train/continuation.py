@@ -23,9 +23,10 @@ live at the command line's edge; a Python caller of ``pretrain()`` states its co
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
+from ..errors import InfoXLMError
+from ..json_files import CONFIG_BYTES, read_json
 from ..model.hub import read_contrast_layer
 from .config import ConfigError, TrainConfig
 from .model_source import RUN, resolve_model
@@ -63,8 +64,9 @@ def recorded_contrast_layer(init: str | Path) -> int | None:
     if source.kind != RUN:
         return read_contrast_layer(source.weights)
     try:  # a run's own: the layer its checkpoints were trained on
-        layer = json.loads((source.path / "config.json").read_text(encoding="utf-8"))["contrast"]["layer"]
-    except (OSError, ValueError, KeyError, TypeError):
+        config = read_json(source.path / "config.json", what="a run's config.json", max_bytes=CONFIG_BYTES)
+        layer = config["contrast"]["layer"]
+    except (InfoXLMError, KeyError, TypeError):
         return None
     return layer if isinstance(layer, int) and not isinstance(layer, bool) else None
 

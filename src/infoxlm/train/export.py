@@ -11,7 +11,6 @@ fine-tuning from the export expects it.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,7 +20,9 @@ from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
 from ..model.hub import record_contrast_layer
 from ..tokenizer import Tokenizer
-from .checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints, load_checkpoint, refuse_non_finite, verified_checkpoint
+from .checkpoint import (
+    checkpoint_path, latest_checkpoint, list_checkpoints, load_checkpoint, refuse_non_finite, state_json, verified_checkpoint,
+)
 from .errors import TrainingError
 
 __all__ = ["export", "write_run_encoder"]
@@ -64,6 +65,6 @@ def export(run_dir: str | Path, output: str | Path, step: int | None = None) -> 
             raise TrainingError(f"{run_dir}: no checkpoint of step {step}; available: {steps}")
     state = load_checkpoint(verified_checkpoint(found))  # its files match their digests
     refuse_non_finite(state["model"], str(found), "refusing to export a diverged model: pick an earlier checkpoint with --step")
-    config = EncoderConfig(**json.loads(state["encoder_config"]))
-    layer = json.loads(state["config"])["contrast"]["layer"]
+    config = EncoderConfig(**state_json(state, "encoder_config", found))
+    layer = state_json(state, "config", found)["contrast"]["layer"]
     return write_run_encoder(Path(output), run_dir, config, state["model"], layer)

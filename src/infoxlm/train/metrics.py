@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InfoXLMError
+from ..json_files import parse_json
 from ..outputs import atomic_file
 
 # How long closing may wait for TensorBoard's writer thread: an interrupted run must end
@@ -76,10 +77,10 @@ def truncate_metrics(path: Path, last_step: int) -> None:
     if not path.is_file():
         return
     kept, dropped = [], False
-    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(keepends=True), start=1):
         try:
-            step = json.loads(line)["step"]
-        except (ValueError, KeyError, TypeError):
+            step = parse_json(line, str(path), what="a metrics record", line=number)["step"]
+        except (InfoXLMError, KeyError, TypeError):
             dropped = True  # a line cut short by a kill
             continue
         if step <= last_step and line.endswith("\n"):

@@ -24,7 +24,7 @@ Example::
 
 from __future__ import annotations
 
-import json
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CheckpointError, InfoXLMError
+from ..json_files import CONFIG_BYTES, read_json
 from ..model.config import EncoderConfig
 from ..model.hub import read_contrast_layer
 from ..model.sentence_layer import POOLINGS, default_layer
@@ -83,13 +84,13 @@ def resolve_model(path: str | Path, step: int | None = None, *, flag: str = "--m
     if is_run_directory(path) or (path / CHECKPOINT_DIR).is_dir():
         return _run_source(path, step)
     if step is not None:
-        kind = SENTENCE_TRANSFORMERS if (path / "modules.json").is_file() else HUGGING_FACE
+        kind = SENTENCE_TRANSFORMERS if os.path.lexists(path / "modules.json") else HUGGING_FACE
         raise InfoXLMError(f"--step {step}: {path} is a {kind}, not a run directory with checkpoints")
-    if (path / "modules.json").is_file():
+    if os.path.lexists(path / "modules.json"):  # what is there but no regular file is named when read
         return _sentence_transformers_source(path)
     if is_token_store(path):
         raise InfoXLMError(f"{flag} {path}: is a token store (what `infoxlm prepare` writes), not a model; expected {_THREE_FORMS}")
-    if not (path / "config.json").is_file():
+    if not os.path.lexists(path / "config.json"):
         raise InfoXLMError(f"{flag} {path}: no config.json, modules.json or checkpoints/; expected {_THREE_FORMS}")
     return ModelSource(path, HUGGING_FACE, weights=path, tokenizer=path if _has_tokenizer(path) else None)
 
@@ -115,8 +116,8 @@ def _run_source(run: Path, step: int | None) -> ModelSource:
 def _sentence_transformers_source(path: Path) -> ModelSource:
     """The Transformer module's directory and the Pooling module's mode, from modules.json."""
     modules_file = path / "modules.json"
+    modules = read_json(modules_file, what="sentence-transformers' modules.json", max_bytes=CONFIG_BYTES)
     try:
-        modules = json.loads(modules_file.read_text(encoding="utf-8"))
         paths = {str(m["type"]).rsplit(".", 1)[-1]: path / str(m.get("path", "")) for m in modules}
     except (ValueError, KeyError, TypeError, AttributeError):
         raise InfoXLMError(f"{modules_file}: not a list of modules with a type and a path, as sentence-transformers writes it") from None
@@ -125,10 +126,10 @@ def _sentence_transformers_source(path: Path) -> ModelSource:
     pooling = pooling_file = None
     if "Pooling" in paths:
         pooling_file = paths["Pooling"] / "config.json"
+        flags = read_json(pooling_file, what="sentence-transformers' Pooling config", max_bytes=CONFIG_BYTES)
         try:
-            flags = json.loads(pooling_file.read_text(encoding="utf-8"))
             pooling = next(name for key, name in _POOLING_FLAGS.items() if flags.get(key) is True)
-        except (OSError, ValueError, AttributeError, StopIteration):
+        except (AttributeError, StopIteration):
             raise InfoXLMError(f"{pooling_file}: no pooling_mode_* set to true; expected sentence-transformers' Pooling config") from None
     weights = paths["Transformer"]
     return ModelSource(path, SENTENCE_TRANSFORMERS, weights=weights, tokenizer=weights if _has_tokenizer(weights) else None,

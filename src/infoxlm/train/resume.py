@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..model.config import EncoderConfig
-from .checkpoint import is_sharded_checkpoint, load_checkpoint, load_sharded_into, resume_checkpoint
+from ..json_files import RECORD_BYTES, read_json
+from .checkpoint import is_sharded_checkpoint, load_checkpoint, load_sharded_into, resume_checkpoint, state_json
 from .config import EXECUTION_FIELDS, OptimConfig, TrainConfig
 from .distributed import World
 from .errors import CheckpointCorrupt, TrainingError
@@ -65,7 +67,7 @@ class Resume:
     def check(self, config: TrainConfig, store_root: Path, store_identity: dict, *, allow_config_change: bool, allow_data_change: bool) -> None:
         """Refuse, in one line, to continue the checkpoint on other data or with a config it cannot take."""
         self._check_data(store_root, store_identity, allow_data_change)
-        saved = json.loads(self.state["config"]) if "config" in self.state else None
+        saved = state_json(self.state, "config", self.checkpoint) if "config" in self.state else None
         if saved is None:
             return
         resolved = json.loads(config.to_json())
@@ -81,7 +83,7 @@ class Resume:
         self._check_contrast_shape(saved, resolved, "xlco" in config.data.enabled)
 
     def _check_data(self, store_root: Path, store_identity: dict, allow_data_change: bool) -> None:
-        before = checkpoint_store_identity(self.state, self.run_dir)
+        before = checkpoint_store_identity(self.state, self.run_dir, self.checkpoint)
         if before is None:
             return
         changed_tokenizer = tokenizer_change(before, store_identity)
@@ -122,7 +124,7 @@ class Resume:
 
     def check_encoder(self, encoder_config: EncoderConfig) -> None:
         """The new config's encoder must have the checkpoint's shape (dropout may differ)."""
-        saved = json.loads(self.state["encoder_config"])
+        saved = state_json(self.state, "encoder_config", self.checkpoint)
         now = dataclasses.asdict(encoder_config)
         ignored = {"hidden_dropout_prob", "attention_probs_dropout_prob"}
         differ = [f"{k} {saved.get(k)!r} → {now.get(k)!r}" for k in sorted(set(saved) | set(now))
@@ -214,18 +216,19 @@ def joined_state(state: dict[str, Any]) -> dict[str, Any]:
     return joined
 
 
-def checkpoint_store_identity(state: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
+def checkpoint_store_identity(state: dict[str, Any], run_dir: Path, checkpoint: Path) -> dict[str, Any] | None:
     """The store identity a checkpoint was trained on (RUN/store_identity.json for checkpoints
     written before it was kept in them; None when neither has it)."""
     if "store_identity" in state:
-        return json.loads(state["store_identity"])
+        return state_json(state, "store_identity", checkpoint)
     path = run_dir / STORE_IDENTITY_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:
-        raise TrainingError(f"{path}: not valid JSON ({err}); it records the data the run was trained on") from None
+    expected = "the store identity infoxlm pretrain records (the data the run was trained on)"
+    identity = read_json(path, what=expected, max_bytes=RECORD_BYTES, error=TrainingError)
+    if not isinstance(identity, dict):
+        raise TrainingError(f"{path}: expected a JSON object ({expected}), found {type(identity).__name__}")
+    return identity
 
 
 def changed_fields(before: dict, after: dict, defaults: dict, prefix: str = "") -> list[str]:

@@ -15,6 +15,7 @@ trained on; ``RUN/store_identity.json`` holds the latest, for people.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ def tokenizer_file_fingerprints(directory: str | Path) -> dict[str, str]:
     found = {}
     for name in TOKENIZER_FILES:
         path = Path(directory) / name
-        if path.is_file():
+        if os.path.lexists(path):  # what is there but no regular file is named by the check
             found[name] = hashlib.sha256(check_tokenizer_file(path)).hexdigest()
     return found
 
