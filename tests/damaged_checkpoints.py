@@ -1,11 +1,12 @@
 """What a hostile or damaged checkpoint holds, for the tests: index files that run a command
-when unpickled, and bytes flipped inside a tensor's data."""
+when unpickled, index fields of the wrong type, and bytes flipped inside a tensor's data."""
 
 from __future__ import annotations
 
 import pickle
 import subprocess
 from pathlib import Path
+from typing import Any, Callable
 
 from infoxlm.train.checkpoint_integrity import read_index
 
@@ -54,6 +55,44 @@ def runs_under_plain_pickle(payload: bytes, marker: Path) -> bool:
     ran = marker.exists()
     marker.unlink(missing_ok=True)
     return ran
+
+
+def _nested_list(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def _first_storage(metadata: Any) -> Any:
+    return next(iter(metadata.storage_data.values()))
+
+
+def _first_tensor(metadata: Any) -> Any:
+    return next(entry for entry in metadata.state_dict_metadata.values() if hasattr(entry, "chunks"))
+
+
+# Index fields of the wrong type, as a hand-made index holds them: name → change of the index.
+MALFORMED_INDEX: dict[str, Callable[[Any], None]] = {
+    "storage_meta a string": lambda m: setattr(m, "storage_meta", "abc"),
+    "storage_meta a list 200 deep": lambda m: setattr(m, "storage_meta", _nested_list(200)),  # shown short
+    "offset None": lambda m: setattr(_first_storage(m), "offset", None),
+    "offset 'abc'": lambda m: setattr(_first_storage(m), "offset", "abc"),
+    "length -5": lambda m: setattr(_first_storage(m), "length", -5),
+    "storage_data a list": lambda m: setattr(m, "storage_data", [1]),
+    "an entry a string": lambda m: m.state_dict_metadata.update(step="bytes"),
+    "size a string": lambda m: setattr(_first_tensor(m), "size", "abc"),
+    "chunks None": lambda m: setattr(_first_tensor(m), "chunks", None),
+}
+
+
+def malform_index(checkpoint: Path, change: Callable[[Any], None]) -> None:
+    """Rewrite a checkpoint's index with ``change`` made to it, without its digests (as whoever
+    made it would do; with them, the index's digest differs)."""
+    metadata = pickle.loads((checkpoint / ".metadata").read_bytes())  # our own index: plain pickle is safe
+    change(metadata)
+    (checkpoint / ".metadata").write_bytes(pickle.dumps(metadata, protocol=4))
+    (checkpoint / "digests.json").unlink()
 
 
 def flip_tensor_bytes(checkpoint: Path) -> Path:

@@ -28,7 +28,7 @@ from infoxlm.train.checkpoint import (
 )
 from infoxlm.train.checkpoint_integrity import read_index
 
-from damaged_checkpoints import flip_tensor_bytes, payloads
+from damaged_checkpoints import MALFORMED_INDEX, flip_tensor_bytes, malform_index, payloads
 from training_stores import build_store, write_mono
 
 
@@ -395,6 +395,19 @@ def test_an_index_that_runs_code_is_refused_by_pretrain_and_export(capsys, store
     assert code == 1 and expected in one_line(err)
     assert not marker.exists() and not (tmp_path / "hf").exists()
     assert [p.name for p in (run / "checkpoints").iterdir()] == [checkpoint.name]
+
+
+@pytest.mark.parametrize("field", ["storage_meta a string", "offset None", "offset 'abc'"])
+def test_an_index_field_of_the_wrong_type_is_named_by_pretrain_and_export(capsys, store, tmp_path, field):
+    run = tmp_path / "run"
+    assert pretrain(capsys, store, run, "--max-steps", "2")[0] == 0
+    checkpoint = latest_checkpoint(run)
+    malform_index(checkpoint, MALFORMED_INDEX[field])
+    named = f"infoxlm: error: {checkpoint / '.metadata'}: field storage_"
+    code, err = pretrain(capsys, store, run, "--max-steps", "4")  # its one checkpoint: nothing older to resume
+    assert code == 1 and one_line(err).startswith(named) and "; no older checkpoint is intact" in err
+    code, err = run_cli(capsys, "export", run, tmp_path / "hf")
+    assert code == 1 and one_line(err).startswith(named) and not (tmp_path / "hf").exists()
 
 
 def _truncate(checkpoint: Path) -> Path:

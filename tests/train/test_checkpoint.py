@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from damaged_checkpoints import flip_tensor_bytes, payloads, runs_under_plain_pickle
+from damaged_checkpoints import MALFORMED_INDEX, flip_tensor_bytes, malform_index, payloads, runs_under_plain_pickle
 from local_ports import free_port
 
 from infoxlm.train.checkpoint import (
@@ -335,6 +335,37 @@ def test_the_index_of_a_changed_checkpoint_is_not_unpickled(tmp_path):
     with pytest.raises(CheckpointCorrupt, match=r"\.metadata: (damaged|truncated)"):
         verify_checkpoint(path)
     assert not marker.exists()
+
+
+# --- an index whose fields have the wrong types ------------------------------------------------
+
+_FIELD_NAMED = {
+    "storage_meta a string": "field storage_meta is 'abc'; expected a StorageMeta or None",
+    "storage_meta a list 200 deep": "field storage_meta is [[[[[[[...]]]]]]]; expected a StorageMeta or None",
+    "offset None": "field storage_data['step'].offset is missing; expected a non-negative integer",
+    "offset 'abc'": "field storage_data['step'].offset is 'abc'; expected a non-negative integer",
+    "length -5": "field storage_data['step'].length is -5; expected a non-negative integer",
+    "storage_data a list": "field storage_data is [1]; expected a dict of where each entry is stored",
+    "an entry a string": "field state_dict_metadata['step'] is 'bytes'; expected a TensorStorageMetadata or BytesStorageMetadata",
+    "size a string": "field state_dict_metadata['w'].size is 'abc'; expected a tuple of sizes (non-negative integers)",
+    "chunks None": "field state_dict_metadata['w'].chunks is None; expected a list of chunks",
+}
+
+
+@pytest.mark.parametrize("field", sorted(MALFORMED_INDEX))
+def test_an_index_field_of_the_wrong_type_is_named_before_it_is_used(tmp_path, field):
+    old = save_checkpoint(tmp_path, 2, {"step": 2, "w": torch.ones(3)})
+    path = save_checkpoint(tmp_path, 5, {"step": 5, "w": torch.ones(3)})
+    malform_index(path, MALFORMED_INDEX[field])
+    expected = f"{path / '.metadata'}: {_FIELD_NAMED[field]}"
+    for read in (read_index, verify_checkpoint, load_checkpoint):
+        with pytest.raises(CheckpointCorrupt) as caught:
+            read(path)
+        assert str(caught.value) == expected
+    with pytest.raises(CheckpointCorrupt) as caught:
+        verified_checkpoint(path)  # an export
+    assert str(caught.value) == f"{expected}; the newest intact checkpoint is step-00000002 (--step 2)"
+    assert resume_checkpoint(tmp_path) == old  # passed over as damaged, saying so
 
 
 # --- several processes ------------------------------------------------------------------------

@@ -5,7 +5,9 @@ Index. DCP's index (``.metadata``) is a pickle. ``read_index`` unpickles it with
 builds only the classes an index holds, each named exactly by module and name. A dotted name
 is refused: from protocol 4 on, pickle resolves one attribute by attribute, so an allowed module
 that imports ``os`` would otherwise hand out ``os.system``. (torch's ``weights_only`` unpickler
-would be the well-kept choice, but it does not read the protocol-4 frames DCP writes.)
+would be the well-kept choice, but it does not read the protocol-4 frames DCP writes.) Then
+every field DCP's reader uses is checked for its type (an offset that is an integer, not
+``"abc"``), and the first wrong one is named.
 
 Digests. ``DigestingWriter`` is DCP's file writer that also records the size and SHA-256 of the
 files each rank wrote (``__R_0.distcp``, read back from the page cache right after writing,
@@ -29,13 +31,18 @@ import hashlib
 import json
 import os
 import pickle
+import reprlib
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.filesystem import _StorageInfo
+from torch.distributed.checkpoint.metadata import (
+    BytesStorageMetadata, ChunkStorageMetadata, MetadataIndex, StorageMeta, TensorProperties, TensorStorageMetadata,
+)
 
 from ..json_files import RECORD_BYTES, read_json
 from .distributed import World, all_reduce_max
@@ -144,7 +151,108 @@ def read_index(directory: Path) -> dcp.Metadata:
         raise CheckpointCorrupt(f"{path}: cannot read checkpoint index ({type(err).__name__}: {first_line(err)})") from None
     if not isinstance(metadata, dcp.Metadata):
         raise CheckpointCorrupt(f"{path}: not a checkpoint index (holds a {type(metadata).__name__})")
+    problem = next(_index_problems(metadata), None)  # the first field found wrong
+    if problem is not None:
+        name, value, expected = problem
+        raise CheckpointCorrupt(f"{path}: field {name} is {_shown(value)}; expected {expected}")
     return metadata
+
+
+# --- the index's fields ------------------------------------------------------------------------
+# The unpickler builds only the index's classes, but not with the types their fields should
+# hold: a dataclass is unpickled by setting its __dict__, whatever it holds (a storage offset of
+# "abc", a string for storage_meta). Every field DCP's reader uses is checked before it is used.
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "missing"
+
+
+_MISSING = _Missing()  # a field the unpickled object lacks (None fields are not pickled)
+_TOP = {  # field: (types it may hold, in words)
+    "state_dict_metadata": ((dict,), "a dict of the saved entries"),
+    "storage_data": ((dict,), "a dict of where each entry is stored"),
+    "planner_data": ((dict, type(None)), "a dict of key paths or None"),
+    "storage_meta": ((StorageMeta, type(None)), "a StorageMeta or None"),
+    "version": ((str, type(None)), "a version string or None"),
+}
+
+
+def _index_problems(metadata: dcp.Metadata) -> Iterator[tuple[str, Any, str]]:
+    """(field, value, what was expected) for each field of the index that DCP could not use."""
+    for name, (types, expected) in _TOP.items():
+        value = getattr(metadata, name, _MISSING)
+        if not isinstance(value, types):
+            yield name, value, expected
+            return
+    for fqn, entry in metadata.state_dict_metadata.items():
+        yield from _entry_problems(fqn, entry)
+    for index, info in metadata.storage_data.items():
+        yield from _storage_problems(index, info)
+    for fqn, keys in (metadata.planner_data or {}).items():
+        if not isinstance(fqn, str) or not isinstance(keys, (tuple, list)) or not all(isinstance(k, (str, int)) for k in keys):
+            yield f"planner_data[{_shown(fqn)}]", keys, "a tuple of keys (strings, list positions)"
+    modules = getattr(metadata.storage_meta, "modules", [])
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        yield "storage_meta.modules", modules, "a list of module names"
+
+
+def _entry_problems(fqn: Any, entry: Any) -> Iterator[tuple[str, Any, str]]:
+    """A saved entry: bytes, or a tensor's dtype, size and chunks (each as long as the size)."""
+    where = f"state_dict_metadata[{_shown(fqn)}]"
+    if not isinstance(fqn, str):
+        yield "a key of state_dict_metadata", fqn, "a string"
+    elif isinstance(entry, BytesStorageMetadata):
+        return
+    elif not isinstance(entry, TensorStorageMetadata):
+        yield where, entry, "a TensorStorageMetadata or BytesStorageMetadata"
+    elif not isinstance(getattr(entry, "properties", None), TensorProperties) or not isinstance(
+        getattr(entry.properties, "dtype", None), torch.dtype
+    ):
+        yield f"{where}.properties", getattr(entry, "properties", _MISSING), "TensorProperties with a torch dtype"
+    elif not _is_counts(size := getattr(entry, "size", _MISSING)):
+        yield f"{where}.size", size, "a tuple of sizes (non-negative integers)"
+    elif not isinstance(chunks := getattr(entry, "chunks", _MISSING), list):
+        yield f"{where}.chunks", chunks, "a list of chunks"
+    else:
+        for j, chunk in enumerate(chunks):
+            fields = (getattr(chunk, "offsets", _MISSING), getattr(chunk, "sizes", _MISSING))
+            if not isinstance(chunk, ChunkStorageMetadata) or not all(_is_counts(f) and len(f) == len(size) for f in fields):
+                yield f"{where}.chunks[{j}]", chunk, f"a chunk with {len(size)} offsets and {len(size)} sizes"
+
+
+def _storage_problems(index: Any, info: Any) -> Iterator[tuple[str, Any, str]]:
+    """Where an entry is stored: a file, an offset and a length in it."""
+    fqn = getattr(index, "fqn", _MISSING)
+    where = f"storage_data[{_shown(fqn)}]"
+    if not isinstance(index, MetadataIndex) or not isinstance(fqn, str):
+        yield "a key of storage_data", index, "a MetadataIndex naming an entry"
+    elif getattr(index, "offset", None) is not None and not _is_counts(index.offset):
+        yield f"{where} key's offset", index.offset, "a tuple of offsets (non-negative integers) or None"
+    elif not isinstance(info, _StorageInfo):
+        yield where, info, "a _StorageInfo (file, offset, length)"
+    else:
+        for name in ("offset", "length"):  # (relative_path: _check_index_fits, with the files)
+            value = getattr(info, name, _MISSING)
+            if not _is_count(value):
+                yield f"{where}.{name}", value, "a non-negative integer"
+        descriptors = getattr(info, "transform_descriptors", None)
+        if descriptors is not None and not (isinstance(descriptors, (list, tuple)) and all(isinstance(d, str) for d in descriptors)):
+            yield f"{where}.transform_descriptors", descriptors, "a list of strings or None"
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_counts(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(_is_count(v) for v in value)  # torch.Size is a tuple
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it: short whatever it holds (reprlib stops at a depth and a
+    length, and survives an object whose own repr fails)."""
+    return reprlib.repr(value)
 
 
 # --- verifying ---------------------------------------------------------------------------------
