@@ -86,7 +86,7 @@ def read_small_file(path: str | Path, *, what: str, max_bytes: int, error: type[
     return data
 
 
-def parse_json(text: str | bytes, source: str, *, what: str, error: type[InfoXLMError] = InfoXLMError,
+def parse_json(text: str | bytes, source: str | Path, *, what: str, error: type[InfoXLMError] = InfoXLMError,
                line: int | None = None, problem: str = "invalid JSON") -> Any:
     """The JSON value of ``text`` (bytes: UTF-8) read from ``source``; ``error`` naming
     ``source``, the line and the column for text that is not UTF-8 or not JSON, or nests deeper
@@ -119,10 +119,10 @@ def parse_json(text: str | bytes, source: str, *, what: str, error: type[InfoXLM
     raise error(f"{where}: {problem} ({reason}); expected {what}")
 
 
-def _where(source: str, line: int | None, row: int | None = None, column: int | None = None) -> str:
+def _where(source: str | Path, line: int | None, row: int | None = None, column: int | None = None) -> str:
     """``source``, its line and column: ``line`` is the line of a text that is one line of it."""
     place = [line if line is not None else row, column]
-    return ":".join([source, *(str(n) for n in place if n is not None)])
+    return ":".join([str(source), *(str(n) for n in place if n is not None)])
 
 
 def _position(data: bytes, offset: int) -> tuple[int, int]:

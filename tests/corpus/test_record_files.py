@@ -312,7 +312,7 @@ def dataset_dict(root: Path) -> Path:
 BAD_RECORDS = {
     # name: (make the input under a folder, extra options, expected message)
     "invalid_json": (bad_jsonl('{"text": "Hallo'), [],
-                     "de.jsonl:2: invalid JSON (Unterminated string starting at at column 10); expected one JSON object per line"),
+                     "de.jsonl:2:10: invalid JSON (Unterminated string starting at); expected one JSON object per line"),
     "not_an_object": (bad_jsonl(["Hallo"]), [], "de.jsonl:2: a list, not an object; expected one JSON object per line"),
     "missing_field": (bad_jsonl({"body": "Hallo", "id": 3}), [],
                       "de.jsonl:2: no field 'text'; its fields are 'body', 'id'; expected the name of one of them"),
@@ -322,7 +322,7 @@ BAD_RECORDS = {
     "lone_surrogate": (bad_jsonl('{"text": "Hallo \\ud800!"}'), [],
                        "de.jsonl:2: field 'text' holds a lone surrogate (\\ud800) at character 6; expected valid Unicode"),
     "deep_nesting": (bad_jsonl("[" * 100_000), [],
-                     "de.jsonl:2: invalid JSON (nested deeper than Python's JSON parser allows); expected one JSON object per line"),
+                     "de.jsonl:2: invalid JSON (nested deeper than 100 levels); expected one JSON object per line"),
     "parquet_column": (bad_parquet({"body": ["a"], "id": [1]}), ["--field", "text"],
                        "de.parquet: no field 'text'; its columns are 'body', 'id'; expected the name of one of them"),
     "parquet_type": (bad_parquet({"text": [1, 2]}), [], "de.parquet: column 'text' holds int64; expected strings"),

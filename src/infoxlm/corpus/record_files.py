@@ -45,7 +45,7 @@ from infoxlm.corpus.inputs import HubDataset, InputSource
 from infoxlm.corpus.parallel_text import PairBlock
 from infoxlm.corpus.text_files import DEFAULT_BLOCK_BYTES, LineBlock, iter_line_blocks
 from infoxlm.errors import DataError, InfoXLMError
-from infoxlm.json_files import RECORD_BYTES, read_json
+from infoxlm.json_files import RECORD_BYTES, parse_json, read_json
 
 __all__ = ["input_line_blocks", "load_hub_dataset", "record_line_blocks", "record_pair_blocks", "require_package"]
 
@@ -234,16 +234,7 @@ def _jsonl_batches(
 
 
 def _parse_json_line(source: InputSource, number: int, line: str) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        reason = f"{exc.msg} at column {exc.colno}"
-    except RecursionError:  # thousands of nested [ or {
-        reason = "nested deeper than Python's JSON parser allows"
-    else:
-        reason = None
-    if reason is not None:
-        raise DataError(f"{source.label}:{number}: invalid JSON ({reason}); expected one JSON object per line")
+    record = parse_json(line, source.label, what="one JSON object per line", error=DataError, line=number)
     if not isinstance(record, dict):
         kind = _KINDS.get(type(record), "a string" if isinstance(record, str) else "null")
         raise DataError(f"{source.label}:{number}: {kind}, not an object; expected one JSON object per line")
