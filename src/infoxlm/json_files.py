@@ -33,14 +33,15 @@ __all__ = ["CONFIG_BYTES", "DATA_BYTES", "MAX_DEPTH", "RECORD_BYTES", "TOKENIZER
 
 # The largest file of each kind that is read. Far above any real one, far below what would
 # exhaust memory.
-CONFIG_BYTES = 4 << 20  # config.json, modules.json, a --config file, a lock's record: a few kB
+CONFIG_BYTES = 4 << 20  # config.json, modules.json, a --config file: a few kB
 RECORD_BYTES = 64 << 20  # store.json, meta.json, digests.json, results.json: grow with inputs, files, steps
 TOKENIZER_BYTES = 64 << 20  # tokenizer.json (XLM-R's: 17 MB), sentencepiece.bpe.model (5 MB)
 DATA_BYTES = 1 << 30  # SQuAD / MLQA data and predictions (SQuAD's training set: 30 MB)
 # The deepest file infoxlm reads nests about 6 levels (a SQuAD answer, a tokenizer's normaliser).
 MAX_DEPTH = 100
 
-# A named pipe opens at once instead of waiting for a writer; on Windows neither flag exists.
+# O_NONBLOCK: a named pipe opens at once instead of waiting for a writer (POSIX); O_BINARY: no
+# newline translation (Windows). Each is 0 where it does not exist.
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _KINDS = (
