@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
+
 from infoxlm.train.checkpoint_integrity import read_index
 
 
@@ -83,7 +85,17 @@ MALFORMED_INDEX: dict[str, Callable[[Any], None]] = {
     "an entry a string": lambda m: m.state_dict_metadata.update(step="bytes"),
     "size a string": lambda m: setattr(_first_tensor(m), "size", "abc"),
     "chunks None": lambda m: setattr(_first_tensor(m), "chunks", None),
+    # DCP's zstd-compressed item: expanded without a bound if it were read.
+    "a compressed item": lambda m: setattr(_first_storage(m), "transform_descriptors", ["zstd"]),
+    "a tensor larger than its data": lambda m: _claim_larger(_first_tensor(m)),
 }
+
+
+def _claim_larger(entry: Any) -> None:
+    """A 1-D tensor entry claiming 4,000,000 × 256 elements in its one chunk: stored, its data
+    holds a few bytes."""
+    entry.size = torch.Size([4_000_000 * 256])
+    entry.chunks[0].sizes = torch.Size([4_000_000 * 256])
 
 
 def malform_index(checkpoint: Path, change: Callable[[Any], None]) -> None:

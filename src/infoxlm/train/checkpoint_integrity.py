@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import pickle
 import reprlib
@@ -195,6 +196,7 @@ def _index_problems(metadata: dcp.Metadata) -> Iterator[tuple[str, Any, str]]:
     modules = getattr(metadata.storage_meta, "modules", [])
     if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
         yield "storage_meta.modules", modules, "a list of module names"
+    yield from _claim_problems(metadata)  # reached only with every field of the right type
 
 
 def _entry_problems(fqn: Any, entry: Any) -> Iterator[tuple[str, Any, str]]:
@@ -236,9 +238,28 @@ def _storage_problems(index: Any, info: Any) -> Iterator[tuple[str, Any, str]]:
             value = getattr(info, name, _MISSING)
             if not _is_count(value):
                 yield f"{where}.{name}", value, "a non-negative integer"
+        # A transformed item (DCP's zstd compression) would be expanded without a bound before
+        # anything checks it; infoxlm writes none.
         descriptors = getattr(info, "transform_descriptors", None)
-        if descriptors is not None and not (isinstance(descriptors, (list, tuple)) and all(isinstance(d, str) for d in descriptors)):
-            yield f"{where}.transform_descriptors", descriptors, "a list of strings or None"
+        if descriptors:
+            yield f"{where}.transform_descriptors", descriptors, "none (infoxlm writes no compressed or transformed items)"
+
+
+def _claim_problems(metadata: dcp.Metadata) -> Iterator[tuple[str, Any, str]]:
+    """Each tensor chunk is stored, in no fewer bytes than it claims: a reader allocates what
+    the index claims before it reads the data (4,000,000 × 256 claimed for 8,000 × 64 stored)."""
+    for fqn, entry in metadata.state_dict_metadata.items():
+        if not isinstance(entry, TensorStorageMetadata):
+            continue
+        for j, chunk in enumerate(entry.chunks):
+            where = f"state_dict_metadata[{_shown(fqn)}].chunks[{j}]"
+            info = metadata.storage_data.get(MetadataIndex(fqn, torch.Size(chunk.offsets)))
+            claimed = math.prod(chunk.sizes) * entry.properties.dtype.itemsize
+            if info is None:
+                yield where, chunk, "a chunk the index stores somewhere"
+            elif claimed > info.length:
+                shape = " × ".join(f"{n:,}" for n in chunk.sizes)
+                yield f"{where}'s bytes ({shape} of {entry.properties.dtype})", claimed, f"at most the {info.length:,} stored for it"
 
 
 def _is_count(value: Any) -> bool:
