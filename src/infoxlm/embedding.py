@@ -120,7 +120,7 @@ def embed(
     model/sentence_layer.py); ``pooling`` defaults to what a sentence-transformers export
     records, else mean.
     """
-    with open_model(model_path, step, flag="model_path") as model:
+    with open_model(model_path, step, flag="model_path", step_flag="step=N") as model:
         layer, _ = model.layer(layer, flag="layer")
         pooling = model.pooling(pooling, flag="pooling")
         encoder, tokenizer = load_for_inference(model, device)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +111,40 @@ def test_a_run_without_checkpoints_says_so_in_one_line(tmp_path, capsys):
     # before, embed read config.json as a Hugging Face one: "model_type is None; expected one of ['xlm-roberta']"
 
 
+def hugging_face_with_checkpoints(tiny_model_dir: Path, folder: Path, run: Path | None = None) -> Path:
+    """A Hugging Face directory that also holds a run's checkpoints/ and tokenizer/ (``run``'s,
+    or a stand-in step 2)."""
+    both = Path(shutil.copytree(tiny_model_dir, folder))
+    if run is not None:
+        for name in ("checkpoints", "tokenizer"):
+            shutil.copytree(run / name, both / name)
+    else:
+        (both / "checkpoints" / "step-00000002").mkdir(parents=True)
+        (both / "checkpoints" / "step-00000002" / "state.pt").write_bytes(b"")
+    return both
+
+
+def test_a_hugging_face_directory_with_checkpoints_is_refused_without_a_step(tiny_model_dir, tmp_path, capsys):
+    """Read as a run, such a directory gave the checkpoint's vectors instead of its own
+    model.safetensors' without a word."""
+    both = hugging_face_with_checkpoints(tiny_model_dir, tmp_path / "both")
+    (tmp_path / "in.txt").write_text("hello\n")
+    err = error(capsys, "embed", "--model", both, "--input", tmp_path / "in.txt", "--output", tmp_path / "v.npy")
+    assert err == (
+        f"infoxlm: error: --model {both}: holds both a Hugging Face model (config.json, model.safetensors) and a run's "
+        f"checkpoints ({both / 'checkpoints'}, steps [2]); pass --step N to read a checkpoint, or move checkpoints/ out "
+        "of it to read the Hugging Face model"
+    )
+    assert not (tmp_path / "v.npy").exists()
+    # --init has no --step: the way to a checkpoint is its export
+    with pytest.raises(InfoXLMError, match=r"or pass the output of `infoxlm export .* OUT --step N` to read a checkpoint$"):
+        resolve_model(both, flag="--init", step_flag=None)
+    with pytest.raises(InfoXLMError, match=r"pass step=N to read a checkpoint"):
+        embed(both, SENTENCES)
+    # a step names the checkpoint: the choice is explicit
+    assert resolve_model(both, 2).kind == RUN
+
+
 # --- a run directory ----------------------------------------------------------------------------
 
 
@@ -171,6 +206,17 @@ def test_step_picks_a_runs_checkpoint(run, tmp_path, capsys):
     assert f"--step 9: {run} has no checkpoint of that step; available: [1, 2]" in err
     err = error(capsys, "embed", "--model", run, "--input", tmp_path / "in.txt", "--layer", "7", "--output", tmp_path / "v.npy")
     assert f"--layer 7: {run} (run directory, checkpoint step 2) has 2 layers" in err
+
+
+@pytest.mark.slow
+def test_step_picks_the_checkpoint_of_a_hugging_face_directory_that_holds_both(run, tiny_model_dir, tmp_path, capsys):
+    both = hugging_face_with_checkpoints(tiny_model_dir, tmp_path / "both", run)
+    (tmp_path / "in.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    common = ["--input", tmp_path / "in.txt", "--layer", "2"]
+    _, err = command(capsys, "embed", "--model", both, "--step", "2", *common, "--output", tmp_path / "both.npy")
+    assert f"{both} (run directory, checkpoint step 2), layer 2" in err  # the choice, said
+    command(capsys, "embed", "--model", run, "--step", "2", *common, "--output", tmp_path / "run.npy")
+    np.testing.assert_allclose(np.load(tmp_path / "both.npy"), np.load(tmp_path / "run.npy"), atol=1e-6)
 
 
 @pytest.mark.slow

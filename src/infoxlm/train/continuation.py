@@ -60,7 +60,7 @@ def refuse_without_init(name: str, config: TrainConfig) -> None:
 
 def recorded_contrast_layer(init: str | Path) -> int | None:
     """The contrast layer model ``init`` records, read from its small files; None if none."""
-    source = resolve_model(init, flag="--init")
+    source = resolve_model(init, flag="--init", step_flag=None)
     if source.kind != RUN:
         return read_contrast_layer(source.weights)
     try:  # a run's own: the layer its checkpoints were trained on

@@ -103,7 +103,7 @@ def encoder_to_continue(
     Transformer module's weights) or a run directory (the weights of its latest checkpoint, as
     `infoxlm export` writes them, without its optimizer state); see model_source.py. Built with
     ``fast_paths`` and ``activation_checkpointing`` (see ``Encoder``)."""
-    with open_model(init, flag="--init") as model:
+    with open_model(init, flag="--init", step_flag=None) as model:
         return Encoder.from_pretrained(
             model.directory, fast_paths=fast_paths, activation_checkpointing=activation_checkpointing
         )
@@ -112,7 +112,7 @@ def encoder_to_continue(
 def check_init_tokenizer(init: str, store_root: Path, store_fingerprint: str | None, *, warn: bool) -> None:
     """--init's tokenizer must be the store's: the model's ids must mean the store's pieces.
     A model without a tokenizer file cannot be checked: a warning on stderr where ``warn``."""
-    source = resolve_model(init, flag="--init")
+    source = resolve_model(init, flag="--init", step_flag=None)
     theirs = tokenizer_file_fingerprints(source.tokenizer) if source.tokenizer is not None else {}
     if not theirs:
         if warn:

@@ -10,6 +10,10 @@ Every command that takes a model (``embed``, ``eval tatoeba``, ``finetune``, ``e
   its digests and written out as ``infoxlm export`` writes it (train/export.py), with the run's
   tokenizer and the layer XLCO contrasted.
 
+A directory that holds a Hugging Face model and a run's ``checkpoints/`` as well is two models
+in one path: it is refused unless ``step`` picks a checkpoint, since either reading, chosen
+silently, may be weights the user did not mean.
+
 ``resolve_model`` says which, reading small files only; ``open_model`` makes a Hugging Face
 directory of it for the command to load (a run's for as long as the ``with`` block lasts) and
 picks the default layer by the one rule of model/sentence_layer.py. This lives in ``train``
@@ -34,7 +38,7 @@ from pathlib import Path
 from ..errors import CheckpointError, InfoXLMError
 from ..json_files import CONFIG_BYTES, read_json
 from ..model.config import EncoderConfig
-from ..model.hub import read_contrast_layer
+from ..model.hub import PICKLE_WEIGHTS_NAME, SHARD_INDEX_NAME, WEIGHTS_NAME, read_contrast_layer
 from ..model.sentence_layer import POOLINGS, default_layer
 from ..outputs import is_run_directory, is_token_store
 from ..tokenizer import SENTENCEPIECE_MODEL, TOKENIZER_JSON, Tokenizer
@@ -74,13 +78,19 @@ class ModelSource:
         return f"{self.path} ({self.kind}" + (f", checkpoint step {self.step})" if self.step is not None else ")")
 
 
-def resolve_model(path: str | Path, step: int | None = None, *, flag: str = "--model") -> ModelSource:
+def resolve_model(
+    path: str | Path, step: int | None = None, *, flag: str = "--model", step_flag: str | None = "--step N"
+) -> ModelSource:
     """Which of the three forms ``path`` is; a path that is none of them, a run without
-    checkpoints and a ``step`` for anything but a run are ``InfoXLMError``s in one line."""
+    checkpoints, a ``step`` for anything but a run and a Hugging Face directory that also holds
+    checkpoints without a ``step`` are ``InfoXLMError``s in one line. ``step_flag``: how the
+    caller picks a run's checkpoint, for that last message (None where it cannot)."""
     path = Path(path)
     if not path.is_dir():
         what = "does not exist" if not path.exists() else "is not a directory"
         raise InfoXLMError(f"{flag} {path}: {what}; expected {_THREE_FORMS}")
+    if (path / CHECKPOINT_DIR).is_dir() and step is None and not is_run_directory(path):
+        _refuse_two_models(path, flag, step_flag)
     if is_run_directory(path) or (path / CHECKPOINT_DIR).is_dir():
         return _run_source(path, step)
     if step is not None:
@@ -96,6 +106,26 @@ def resolve_model(path: str | Path, step: int | None = None, *, flag: str = "--m
 
 
 _THREE_FORMS = "a Hugging Face XLM-R directory, a sentence-transformers export or an `infoxlm pretrain` run directory"
+
+
+def _refuse_two_models(path: Path, flag: str, step_flag: str | None) -> None:
+    """``path`` holds checkpoints/ beside a Hugging Face config.json and weights: which one the
+    user means is theirs to say (a step picks a checkpoint), never a guess."""
+    weights = next((name for name in (WEIGHTS_NAME, SHARD_INDEX_NAME, PICKLE_WEIGHTS_NAME) if (path / name).is_file()), None)
+    if weights is None or not (path / "config.json").is_file():
+        return  # no Hugging Face model beside the checkpoints: a run (an earlier release's, or one begun)
+    steps = [s for s, _ in list_checkpoints(path)]
+    hf = f"move {CHECKPOINT_DIR}/ out of it to read the Hugging Face model"
+    if not steps:
+        checkpoints, how = f"{path / CHECKPOINT_DIR}, no complete step-N yet", hf
+    elif step_flag is not None:
+        checkpoints, how = f"{path / CHECKPOINT_DIR}, steps {steps}", f"pass {step_flag} to read a checkpoint, or {hf}"
+    else:
+        checkpoints = f"{path / CHECKPOINT_DIR}, steps {steps}"
+        how = f"{hf}, or pass the output of `infoxlm export {path} OUT --step N` to read a checkpoint"
+    raise InfoXLMError(
+        f"{flag} {path}: holds both a Hugging Face model (config.json, {weights}) and a run's checkpoints ({checkpoints}); {how}"
+    )
 
 
 def _run_source(run: Path, step: int | None) -> ModelSource:
@@ -200,11 +230,13 @@ class OpenedModel:
 
 
 @contextmanager
-def open_model(path: str | Path, step: int | None = None, *, into: Path | None = None, flag: str = "--model") -> Iterator[OpenedModel]:
+def open_model(
+    path: str | Path, step: int | None = None, *, into: Path | None = None, flag: str = "--model", step_flag: str | None = "--step N"
+) -> Iterator[OpenedModel]:
     """``path`` (any of the three forms) as an ``OpenedModel``. A run's checkpoint is written
     out as ``infoxlm export`` writes it, into ``into`` (kept) or a temporary directory removed
     when the block ends; the other forms are read where they are."""
-    source = resolve_model(path, step, flag=flag)
+    source = resolve_model(path, step, flag=flag, step_flag=step_flag)
     if source.kind != RUN:
         yield _opened(source, source.weights)
     elif into is not None:
