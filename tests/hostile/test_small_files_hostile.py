@@ -50,6 +50,14 @@ def _run(tmp: Path) -> Path:
     return run
 
 
+def _run_with_checkpoint(tmp: Path) -> Path:
+    """A run directory whose one checkpoint holds its config (contrast layer 2) and no tensor."""
+    run = tmp / "run"
+    _write(run / "config.json", {"optim": {}, "run": {}, "contrast": {"layer": 2}})
+    save_checkpoint(run, 1, {"step": 1, "config": json.dumps({"contrast": {"layer": 2}})})
+    return run
+
+
 def _sentence_transformers(tmp: Path) -> Path:
     model = tmp / "st"
     _write(model / "modules.json", [{"type": "sentence_transformers.models.Transformer", "path": ""},
@@ -77,7 +85,10 @@ REFUSING: dict[str, Setup] = {
 }
 # Readers of a file that only tells something optional: without it they go on.
 IGNORING: dict[str, tuple[Setup, Any]] = {
-    "run config.json, for the contrast layer": (lambda tmp: (_run(tmp) / "config.json", lambda: recorded_contrast_layer(tmp / "run")), None),
+    # --init takes a run's layer from its checkpoint: config.json is not asked, whatever it is.
+    "run config.json, for the contrast layer": (
+        lambda tmp: (_run_with_checkpoint(tmp) / "config.json", lambda: recorded_contrast_layer(tmp / "run")), 2,
+    ),
     "run config.json, for where outputs go": (lambda tmp: (_run(tmp) / "config.json", lambda: enclosing_store_or_run(tmp / "run" / "out")), None),
     "model config.json, for the contrast layer": (lambda tmp: (tmp / "config.json", lambda: read_contrast_layer(tmp)), None),
 }

@@ -10,7 +10,8 @@ import pytest
 
 from infoxlm.cli import main
 from infoxlm.model.hub import record_contrast_layer
-from infoxlm.train.continuation import CONTINUING_PRESETS, from_scratch_command
+from infoxlm.train.checkpoint import save_checkpoint
+from infoxlm.train.continuation import CONTINUING_PRESETS, from_scratch_command, recorded_contrast_layer
 from infoxlm.train.presets import preset
 
 from training_stores import build_store
@@ -56,6 +57,21 @@ def test_init_s_recorded_contrast_layer_becomes_contrast_layer(recording_model, 
     out, err = capsys.readouterr()
     assert json.loads(out)["contrast"]["layer"] == 2
     assert f"contrast.layer 2 (recorded by --init {recording_model}; preset test has 1)" in err
+
+
+def test_a_run_s_layer_is_its_checkpoint_s_not_its_config_json_s(tmp_path, capsys):
+    """RUN/config.json is the config of a run's last start; the checkpoint --init continues
+    holds the layer its weights were trained on. Here config.json says base (layer 8) and the
+    checkpoint a 2-layer model contrasted on layer 2: --init took 8."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"model": {"size": "base"}, "optim": {}, "run": {}, "contrast": {"layer": 8}}))
+    save_checkpoint(run, 4, {"step": 4, "config": json.dumps({"contrast": {"layer": 2}})})
+    assert recorded_contrast_layer(run) == 2
+    assert main(["pretrain", "--preset", "test", "--init", str(run), "--print-config"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["contrast"]["layer"] == 2
+    assert f"contrast.layer 2 (recorded by --init {run}; preset test has 1)" in err
 
 
 @pytest.mark.parametrize("flags", [["--contrast-layer", "1"], ["--set", "contrast.layer=1"]])

@@ -6,9 +6,9 @@ settled where ``infoxlm pretrain`` resolves it, before anything is read or writt
   from scratch they would be neither of the paper's settings. The refusal names the command
   that trains their shape from scratch: ``scratch-base``, with the shape's fields set;
 - the contrast layer a model records (``infoxlm_contrast_layer`` in its config.json, written by
-  ``infoxlm export``; a run directory's ``contrast.layer``) becomes ``contrast.layer``, unless
-  the user set one (the preset's value is the layer of a model trained by that preset, not of
-  the one continued);
+  ``infoxlm export``; the ``contrast.layer`` a run directory's checkpoint holds) becomes
+  ``contrast.layer``, unless the user set one (the preset's value is the layer of a model
+  trained by that preset, not of the one continued);
 - two things that make a short continued run unlearn what it started from are warned about:
   warm-up at or past the last step (the peak learning rate is never reached, as finetune
   warns), and a learning rate a from-scratch preset chose.
@@ -25,9 +25,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ..errors import InfoXLMError
-from ..json_files import CONFIG_BYTES, read_json
 from ..model.hub import read_contrast_layer
+from .checkpoint import checkpoint_path, load_checkpoint, state_json
 from .config import ConfigError, TrainConfig
 from .model_source import RUN, resolve_model
 from .optim import warmup_unreached
@@ -59,14 +58,22 @@ def refuse_without_init(name: str, config: TrainConfig) -> None:
 
 
 def recorded_contrast_layer(init: str | Path) -> int | None:
-    """The contrast layer model ``init`` records, read from its small files; None if none."""
+    """The contrast layer model ``init`` records, read from its small files (a run's from its
+    checkpoint's config); None if none."""
     source = resolve_model(init, flag="--init", step_flag=None)
     if source.kind != RUN:
         return read_contrast_layer(source.weights)
-    try:  # a run's own: the layer its checkpoints were trained on
-        config = read_json(source.path / "config.json", what="a run's config.json", max_bytes=CONFIG_BYTES)
-        layer = config["contrast"]["layer"]
-    except (InfoXLMError, KeyError, TypeError):
+    # A run's own: the layer the checkpoint continued from was trained on, read from that
+    # checkpoint as `infoxlm export` reads it. RUN/config.json is the config of the run's last
+    # start and can name another model than its checkpoints hold (a run restarted elsewhere, a
+    # file copied in), so it is not asked.
+    found = checkpoint_path(source.path, source.step)
+    state = load_checkpoint(found, keys=["config"])  # no tensor is read
+    if "config" not in state:
+        return None
+    try:
+        layer = state_json(state, "config", found)["contrast"]["layer"]
+    except (KeyError, TypeError):
         return None
     return layer if isinstance(layer, int) and not isinstance(layer, bool) else None
 
