@@ -11,6 +11,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -1051,3 +1052,39 @@ def test_cli_errors_and_help(corpus, tmp_path, capsys):
     assert exit_info.value.code == 0
     help_text = capsys.readouterr().out
     assert "--lang-input" in help_text and "(n_l/n)^alpha" in help_text and "train.de.txt" in help_text
+
+
+# ---------------------------------------------------------------------------------------
+# A tokenizer.json whose regex backtracks
+# ---------------------------------------------------------------------------------------
+
+
+def backtracking_tokenizer(model_dir: Path, folder: Path) -> Path:
+    """``model_dir``'s tokenizer with a Split pre-tokenizer in front whose pattern backtracks
+    past Oniguruma's retry limit on a run of a's with no c after it."""
+    folder.mkdir()
+    fields = json.loads((model_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    split = {"type": "Split", "pattern": {"Regex": "(a|aa)+c"}, "behavior": "Isolated", "invert": False}
+    fields["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [split, fields["pre_tokenizer"]]}
+    (folder / "tokenizer.json").write_text(json.dumps(fields), encoding="utf-8")
+    return folder
+
+
+def test_a_regex_that_backtracks_is_one_error_naming_the_file(tiny_model_dir, tmp_path, capfd, monkeypatch):
+    """tokenizers panics (a PanicException, not an Exception) after Rust's report on stderr."""
+    monkeypatch.setenv("RUST_BACKTRACE", "1")  # the report at its longest
+    tok = Tokenizer.from_pretrained(backtracking_tokenizer(tiny_model_dir, tmp_path / "tok"))
+    said = re.escape(f"{tmp_path / 'tok' / 'tokenizer.json'}: the tokenizers library panicked while encoding (Onig: ")
+    for encode in (lambda: tok.encode("a" * 60), lambda: tok.encode_batch(["hallo", "a" * 60]),
+                   lambda: tok.encode_with_offsets("a" * 60)):
+        with pytest.raises(TokenizerError, match=said + r".*backtracks past Oniguruma's limit on this text"):
+            encode()
+    assert tok.encode("hallo welt") == Tokenizer.from_pretrained(tiny_model_dir).encode("hallo welt")
+    assert capfd.readouterr().err == ""
+
+
+def test_what_others_write_to_stderr_during_an_encode_is_kept(capfd):
+    from infoxlm.tokenizer_files import _without_panics
+
+    assert _without_panics(Path("tokenizer.json"), lambda: os.write(2, b"a warning\n")) == 10
+    assert capfd.readouterr().err == "a warning\n"

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TypeVar
 
 from infoxlm.errors import TokenizerError
 from infoxlm.json_files import TOKENIZER_BYTES, parse_json, read_small_file
@@ -112,20 +115,71 @@ class TokenizersBackend(Backend):
                     f"(XLM-R layout: <s>=0 <pad>=1 </s>=2 <unk>=3 <mask>=vocab_size-1={self.vocab_size - 1})"
                 )
 
+        self._path = path
+
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         if len(texts) == 1:  # skip the thread pool for the common single-text call
-            return [self._tok.encode(texts[0], add_special_tokens=False).ids]
+            return [_without_panics(self._path, lambda: self._tok.encode(texts[0], add_special_tokens=False)).ids]
         # Only ids are used: encode_batch_fast (tokenizers >= 0.20) skips the character
         # offsets, a third of the work on large batches; the ids are the same.
         encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
-        return [enc.ids for enc in encode(texts, add_special_tokens=False)]
+        return [enc.ids for enc in _without_panics(self._path, lambda: encode(texts, add_special_tokens=False))]
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        encoding = self._tok.encode(text, add_special_tokens=False)
+        encoding = _without_panics(self._path, lambda: self._tok.encode(text, add_special_tokens=False))
         return list(encoding.ids), [tuple(span) for span in encoding.offsets]
 
     def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
         return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+_T = TypeVar("_T")
+# One scratch file per process (a forked worker makes its own: a shared one would mix their
+# offsets) and one redirect at a time (two threads swapping file descriptor 2 would leave it
+# pointing at the scratch file).
+_SCRATCH: tuple[int, IO[bytes]] | None = None
+_REDIRECT = threading.Lock()
+
+
+def _without_panics(path: Path, call: Callable[[], _T]) -> _T:
+    """``call()`` (a tokenizers encode), a Rust panic in it raised as a TokenizerError naming
+    ``path``. A tokenizer.json whose normalizer or pre-tokenizer regex backtracks past
+    Oniguruma's retry limit makes the library panic: a ``PanicException``, which derives from
+    BaseException, after Rust's panic report (several lines, a whole backtrace under
+    RUST_BACKTRACE=1) is written to file descriptor 2. So stderr is pointed at a scratch file
+    for the call: the report is dropped when it panics, and whatever another thread wrote
+    meanwhile is copied back when it does not (about 1 µs a call)."""
+    global _SCRATCH
+    with _REDIRECT:
+        if _SCRATCH is None or _SCRATCH[0] != os.getpid():
+            _SCRATCH = (os.getpid(), tempfile.TemporaryFile())
+        scratch = _SCRATCH[1].fileno()
+        saved = os.dup(2)
+        os.dup2(scratch, 2)
+        panic: BaseException | None = None
+        try:
+            return call()
+        except BaseException as exc:
+            if type(exc).__name__ != "PanicException":  # KeyboardInterrupt and real errors pass
+                raise
+            panic = exc
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            written = os.lseek(scratch, 0, os.SEEK_CUR)
+            if written:
+                if panic is None:
+                    os.write(2, os.pread(scratch, written, 0))
+                os.ftruncate(scratch, 0)
+                os.lseek(scratch, 0, os.SEEK_SET)
+    detail = (str(panic).strip().splitlines() or [type(panic).__name__])[0]
+    why = (
+        "a regular expression in its normalizer or pre-tokenizer backtracks past Oniguruma's limit on this text; "
+        "expected patterns that match in bounded time"
+        if "retry-limit" in detail
+        else "expected a tokenizer.json the tokenizers library can run"
+    )
+    raise TokenizerError(f"{path}: the tokenizers library panicked while encoding ({detail}): {why}")
 
 
 def check_tokenizer_file(path: Path, data: bytes | None = None) -> bytes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -285,6 +286,25 @@ def test_hidden_size_of_a_billion_is_one_line_without_allocating(tiny_model_dir,
     err = one_line_error(result)
     assert f"{model / 'config.json'}: hidden_size is 1000000000" in err and "parameters" in err
     assert not (tmp_path / "v.npy").exists()
+
+
+def test_a_tokenizer_regex_that_backtracks_is_one_line_naming_the_file(tiny_model_dir, tmp_path):
+    """Rust's panic report (a backtrace under RUST_BACKTRACE=1) and pyo3's PanicException
+    traceback were what the user got."""
+    model = Path(shutil.copytree(tiny_model_dir, tmp_path / "model"))
+    fields = json.loads((model / "tokenizer.json").read_text())
+    split = {"type": "Split", "pattern": {"Regex": "(a|aa)+c"}, "behavior": "Isolated", "invert": False}
+    fields["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [split, fields["pre_tokenizer"]]}
+    (model / "tokenizer.json").write_text(json.dumps(fields))
+    (tmp_path / "in.txt").write_text("hallo\n" + "a" * 60 + "\n")
+    env = {**os.environ, "RUST_BACKTRACE": "1"}
+    for argv in (["embed", "--model", model, "--input", tmp_path / "in.txt", "--output", tmp_path / "v.npy"],
+                 ["prepare", "mono", "--lang", "en", "--input", tmp_path / "in.txt", "--tokenizer", model,
+                  "--output", tmp_path / "store", "--no-progress"]):
+        result = subprocess.run([sys.executable, "-m", "infoxlm", *map(str, argv)], capture_output=True, timeout=300, env=env)
+        err = one_line_error(result)
+        assert f"{model / 'tokenizer.json'}: the tokenizers library panicked while encoding (Onig: " in err, err
+    assert not (tmp_path / "v.npy").exists() and not (tmp_path / "store").exists()
 
 
 def test_sizes_that_disagree_with_the_weights_are_refused_before_allocating(tiny_model_dir, tmp_path):
