@@ -32,7 +32,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import CheckpointError, InfoXLMError
@@ -43,7 +43,7 @@ from ..model.sentence_layer import POOLINGS, default_layer
 from ..outputs import is_run_directory, is_token_store
 from ..tokenizer import SENTENCEPIECE_MODEL, TOKENIZER_JSON, Tokenizer
 from .checkpoint import CHECKPOINT_DIR, checkpoint_path, list_checkpoints
-from .export import export
+from .export import export_checkpoint
 
 __all__ = ["HUGGING_FACE", "RUN", "SENTENCE_TRANSFORMERS", "ModelSource", "OpenedModel", "open_model", "resolve_model"]
 
@@ -240,10 +240,17 @@ def open_model(
     if source.kind != RUN:
         yield _opened(source, source.weights)
     elif into is not None:
-        yield _opened(source, export(source.path, into, step=source.step))
+        yield _opened_run(source, step, into)
     else:
         with tempfile.TemporaryDirectory(prefix="infoxlm-model-") as tmp:
-            yield _opened(source, export(source.path, Path(tmp) / "model", step=source.step))
+            yield _opened_run(source, step, Path(tmp) / "model")
+
+
+def _opened_run(source: ModelSource, step: int | None, into: Path) -> OpenedModel:
+    """A run's checkpoint written out into ``into``: ``step``'s, or the newest when it is read
+    (a run still training may have replaced the one ``resolve_model`` saw; export.py)."""
+    written = export_checkpoint(source.path, into, step=step)
+    return _opened(replace(source, step=written), into)
 
 
 def _opened(source: ModelSource, directory: Path) -> OpenedModel:

@@ -268,12 +268,15 @@ def run_export(args: argparse.Namespace) -> int:
     check_output_dir(args.out, written_by_us=written_by_infoxlm, overwrite=args.overwrite, sources=[(source.kind, args.run)])
     is_run, said, layer, pooling = source.kind == RUN, None, None, None
     with atomic_dir(args.out, replace=True) as tmp:
+        # args.step, not source.step: without --step the newest checkpoint when it is read,
+        # which a run still training may have moved on from (model.source says which).
         if is_run and not st:
-            with open_model(args.run, source.step, into=tmp):  # the run's export is the output itself
-                pass
+            with open_model(args.run, args.step, into=tmp, flag="SRC") as model:  # the run's export is the output itself
+                source = model.source
         else:
-            with open_model(args.run, source.step, into=tmp / ".full-model" if is_run else None, flag="SRC") as model:
+            with open_model(args.run, args.step, into=tmp / ".full-model" if is_run else None, flag="SRC") as model:
                 said, layer, pooling = _write_converted(model, tmp, st, args.layer, args.pooling)
+                source = model.source
             if is_run:
                 shutil.rmtree(tmp / ".full-model")
         write_model_card(
