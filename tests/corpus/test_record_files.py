@@ -295,6 +295,14 @@ def damaged_parquet(root: Path) -> Path:
     return root / "de.parquet"
 
 
+def damaged_parquet_footer(root: Path) -> Path:
+    """A Parquet file whose footer's metadata is zeros: pyarrow's reason ends in a newline."""
+    pq.write_table(pa.table({"text": ["Die Katze schläft."]}), root / "de.parquet")
+    data = (root / "de.parquet").read_bytes()
+    (root / "de.parquet").write_bytes(data[:4] + bytes(len(data) - 12) + data[-8:])
+    return root / "de.parquet"
+
+
 def truncated_dataset(root: Path) -> Path:
     """A save_to_disk directory whose Arrow file was cut in half."""
     save_dataset(root / "saved", {"text": [f"Hallo {i}" for i in range(5000)]})
@@ -327,6 +335,8 @@ BAD_RECORDS = {
                        "de.parquet: no field 'text'; its columns are 'body', 'id'; expected the name of one of them"),
     "parquet_type": (bad_parquet({"text": [1, 2]}), [], "de.parquet: column 'text' holds int64; expected strings"),
     "parquet_not_parquet": (written("de.parquet", "Hallo\n"), [], "de.parquet: cannot read as Parquet ("),
+    "parquet_damaged_footer": (damaged_parquet_footer, [], "de.parquet: cannot read as Parquet (Couldn't deserialize thrift: "
+                               "TProtocolException: Invalid data); expected a Parquet file"),
     "parquet_damaged": (damaged_parquet, [], "de.parquet: damaged: reading stopped at row 0 (Couldn't deserialize thrift: "),
     "arrow_truncated": (truncated_dataset, [], ".arrow: damaged: reading stopped at row "),
     "dataset_dict": (dataset_dict, [], "dd: a dataset with splits train; expected one split's directory, e.g. "),

@@ -284,7 +284,7 @@ def _parquet_batches(source: InputSource, text_fields: list[str], doc_field: str
         try:
             file = parquet.ParquetFile(path)
         except Exception as exc:  # pyarrow's errors for a file that is not Parquet
-            raise DataError(f"{path}: cannot read as Parquet ({exc}); expected a Parquet file") from None
+            raise DataError(f"{path}: cannot read as Parquet ({_reason(exc)}); expected a Parquet file") from None
         with file:
             _check_schema(file.schema_arrow, text_fields, doc_field, path)
             size, rows = path.stat().st_size, max(file.metadata.num_rows, 1)
@@ -312,7 +312,7 @@ def _saved_dataset_batches(
                 reader = pyarrow.ipc.open_stream(raw)
             except Exception as exc:  # pyarrow.ArrowInvalid and kin
                 raise DataError(
-                    f"{path}: cannot read as an Arrow stream ({exc}); expected a save_to_disk file"
+                    f"{path}: cannot read as an Arrow stream ({_reason(exc)}); expected a save_to_disk file"
                 ) from None
             _check_schema(reader.schema, text_fields, doc_field, source.path)
             reported = 0
@@ -336,10 +336,14 @@ def _readable(batches: Iterable[Any], path: Path, kind: str) -> Iterator[Any]:
         except StopIteration:
             return
         except Exception as exc:  # pyarrow's errors for damaged data
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise DataError(f"{path}: damaged: reading stopped at row {row} ({reason}); expected a complete {kind}") from None
+            raise DataError(f"{path}: damaged: reading stopped at row {row} ({_reason(exc)}); expected a complete {kind}") from None
         row += batch.num_rows
         yield batch
+
+
+def _reason(exc: Exception) -> str:
+    """pyarrow's reason on one line: some of its messages end in a newline, or go on below."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _saved_dataset_files(path: Path) -> list[Path]:
