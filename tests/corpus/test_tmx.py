@@ -132,3 +132,25 @@ def test_memory_stays_flat_over_many_units(tmp_path):
     tracemalloc.stop()
     assert count == 5_000
     assert peak < 1_000_000, peak  # the whole tree would hold about 5 MB of elements
+
+
+def test_a_tmx_whose_segments_are_only_inline_codes_says_so(tmp_path, tiny_model_dir, capsys):
+    """It was called "no non-empty line; expected UTF-8 text, one sentence per line"."""
+    codes = '<bpt i="1">&lt;b&gt;</bpt><ph x="2">{0}</ph><ept i="1">&lt;/b&gt;</ept>'
+    path = tmp_path / "en-de.tmx"
+    path.write_text(tmx_text([unit(("en", codes), ("de", codes)), unit(("en", EN[0]), ("de", codes)), unit(("en", EN[1]))]))
+    args = ["prepare", "parallel", "--pair", "en-de", "--tmx", path, "--tokenizer", tiny_model_dir]
+    assert infoxlm_main([str(a) for a in args] + ["--output", str(tmp_path / "s"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        f"infoxlm: error: {path}: no unit has text in both its en and de segments: every unit holding both (2 units) "
+        "has one that holds only inline codes (<bpt>, <ept>, <it>, <ph>, <ut>: native markup, not text); "
+        "expected segments with text"
+    )
+    assert not (tmp_path / "s").exists()
+    path.write_text(tmx_text([unit(("en", codes), ("de", DE[0])), unit(("en", " "), ("de", DE[1]))]))
+    with pytest.raises(DataError, match=r": 1 of the 2 units holding both has one that holds only inline codes .*, the others a blank one; "):
+        pairs(path)
+    path.write_text(tmx_text([unit(("en", ""), ("de", DE[0]))]))
+    with pytest.raises(DataError, match=r"en-de.tmx: no unit has text in both its en and de segments: every unit holding both \(1 unit\) has a blank one; "):
+        pairs(path)

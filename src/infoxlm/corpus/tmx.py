@@ -62,7 +62,7 @@ def read_tmx_pairs(
     path = Path(path)
     wanted = (primary_language(src_language), primary_language(tgt_language))
     languages: dict[str, str] = {}  # xml:lang as written -> primary language, cached
-    units = paired = 0  # units read, and those holding both languages
+    units = paired = texted = coded = 0  # units read; holding both languages; with text in both; codes for text
     raw, stream = open_counted(path)
     try:
         with raw, stream:
@@ -77,9 +77,11 @@ def read_tmx_pairs(
                 parents.pop()
                 if _local(element.tag) != "tu":
                     continue
-                pair = _unit_pair(element, wanted, languages)
+                *pair, codes_only = _unit_pair(element, wanted, languages)
                 units += 1
                 paired += None not in pair
+                texted += bool(pair[0] and pair[1] and pair[0].strip() and pair[1].strip())
+                coded += codes_only and None not in pair
                 # A side the unit lacks is empty: prepare skips the pair and counts it.
                 src.append(pair[0] or "")
                 tgt.append(pair[1] or "")
@@ -93,6 +95,8 @@ def read_tmx_pairs(
                     src, tgt, chars, reported = [], [], 0, position
             if not paired:
                 raise DataError(_no_pair(path, units, wanted, languages))
+            if not texted:
+                raise DataError(_no_text(path, paired, coded, wanted))
             yield PairBlock(src, tgt, raw.tell() - reported)
     except ET.ParseError as exc:
         line = exc.position[0] if getattr(exc, "position", None) else None
@@ -118,11 +122,28 @@ def _no_pair(path: Path, units: int, wanted: tuple[str, str], languages: dict[st
     return f"{path}: no unit holds both {wanted[0]} and {wanted[1]}; its units hold {shown}; {expected}"
 
 
+def _no_text(path: Path, paired: int, coded: int, wanted: tuple[str, str]) -> str:
+    """Why units holding both languages gave no pair: a side of each is blank, or holds only
+    inline codes (markup such as ``<b>``, which is not text)."""
+    src, tgt = wanted
+    codes = f"only inline codes ({', '.join(f'<{tag}>' for tag in sorted(_CODE_TAGS))}: native markup, not text)"
+    units = "1 unit" if paired == 1 else f"{paired:,} units"
+    if coded == paired:
+        why = f"every unit holding both ({units}) has one that holds {codes}"
+    elif coded:
+        why = f"{coded:,} of the {units} holding both {'has' if coded == 1 else 'have'} one that holds {codes}, the others a blank one"
+    else:
+        why = f"every unit holding both ({units}) has a blank one"
+    return f"{path}: no unit has text in both its {src} and {tgt} segments: {why}; expected segments with text"
+
+
 def _unit_pair(
     unit: ET.Element, wanted: tuple[str, str], languages: dict[str, str]
-) -> tuple[str | None, str | None]:
-    """The (source, target) segments of one ``<tu>``; None for a language it lacks."""
+) -> tuple[str | None, str | None, bool]:
+    """The (source, target) segments of one ``<tu>`` (None for a language it lacks), and
+    whether a blank one of them holds inline codes in place of text."""
     sides: list[str | None] = [None, None]
+    codes_only = False
     for variant in unit:
         if _local(variant.tag) != "tuv":
             continue
@@ -133,10 +154,12 @@ def _unit_pair(
             if sides[side] is None and languages[tag] == wanted[side]:
                 segment = next((child for child in variant if _local(child.tag) == "seg"), None)
                 sides[side] = _segment_text(segment) if segment is not None else ""
+                if segment is not None and not sides[side].strip():  # rare: looked into only then
+                    codes_only |= any(_local(e.tag) in _CODE_TAGS for e in segment.iter())
                 break
     # XML keeps line breaks inside a segment; a side is one line of text.
     src, tgt = (side.replace("\n", " ") if side is not None else None for side in sides)
-    return src, tgt
+    return src, tgt, codes_only
 
 
 def _segment_text(element: ET.Element) -> str:
