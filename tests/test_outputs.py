@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from infoxlm.outputs import (
@@ -13,6 +18,7 @@ from infoxlm.outputs import (
     enclosing_store_or_run,
     is_run_directory,
 )
+from infoxlm.outputs import _HOST
 
 
 def test_check_output_file(tmp_path):
@@ -72,6 +78,52 @@ def test_atomic_dir_replaces_whole_or_not_at_all(tmp_path):
     with atomic_dir(out, replace=True) as tmp:
         (tmp / "two").write_text("2")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"] and [p.name for p in out.iterdir()] == ["two"]
+
+
+def killed_writer(target: Path, writes: str) -> None:
+    """A process killed (SIGKILL: no cleanup runs) inside ``writes``' context manager on ``target``."""
+    code = (
+        f"import os, signal; from pathlib import Path; from infoxlm.outputs import {writes}\n"
+        f"with {writes}(Path({str(target)!r})) as tmp:\n"
+        "    (tmp / 'x').write_text('half') if tmp.is_dir() else tmp.write_text('half')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == -signal.SIGKILL
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL, and no safe way to ask whether a process runs")
+@pytest.mark.parametrize("writes", ["atomic_dir", "atomic_file"])
+def test_the_next_write_removes_what_a_killed_writer_left(tmp_path, writes):
+    target = tmp_path / ("hf" if writes == "atomic_dir" else "v.npy")
+    killed_writer(target, writes)
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(f".{target.name}."), left  # what a killed writer leaves
+    # A live writer's temporary, one of another host and one named before names carried a writer.
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        kept = [f".{target.name}.partial-{_HOST}.{live.pid}.abcd1234", f".{target.name}.partial-00000000.{live.pid + 1}.abcd1234",
+                f".{target.name}.partial-abcd1234"]
+        for name in kept:
+            (tmp_path / name).mkdir()
+        with (atomic_dir if writes == "atomic_dir" else atomic_file)(target) as tmp:
+            assert tmp.parent == tmp_path
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, *kept])
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_directory_moved_aside_stays_until_its_target_is_back(tmp_path):
+    """A writer killed between atomic_dir's two renames: the earlier result is only in .old-."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    old = tmp_path / f".hf.old-{_HOST}.{dead}.abcd1234"
+    (old / "d").mkdir(parents=True)
+    with atomic_dir(tmp_path / "other"):
+        pass
+    assert old.is_dir()
+    with atomic_dir(tmp_path / "hf"):
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "other"]
 
 
 def test_an_export_directory_holding_a_users_file_is_not_ours(tmp_path):

@@ -10,7 +10,10 @@ computation:
   a non-empty directory the command did not write itself (unless ``overwrite``).
 
 and then writes through one of two context managers, which put the result in place only when it
-is complete and remove their temporary on any failure (an exception, Ctrl-C)::
+is complete and remove their temporary on any failure (an exception, Ctrl-C). A process killed
+outright leaves its temporary behind; each temporary's name carries its writer's host and
+process id, and the next write of the same target removes those whose writer is gone (a
+temporary of a live process, or of another host, is left alone)::
 
     >>> with atomic_file("out/vectors.npy") as tmp:  # doctest: +SKIP
     ...     numpy.save(tmp, vectors)
@@ -21,9 +24,12 @@ is complete and remove their temporary on any failure (an exception, Ctrl-C)::
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import os
+import re
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -164,7 +170,8 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
     path = check_output_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # The suffix is kept (.tmp.png), for writers that pick the format by it.
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    _remove_stale_temporaries(path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.{_writer()}.", suffix=f".tmp{path.suffix}", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
     try:
@@ -183,16 +190,18 @@ def atomic_dir(path: str | Path, *, replace: bool = False) -> Iterator[Path]:
     aside first and deleted after the new one is in place); otherwise it is an error."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+    _remove_stale_temporaries(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-{_writer()}.", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 → what mkdir would have made
         yield tmp
         if not path.exists():
             os.replace(tmp, path)
+            _remove_stale_temporaries(path)  # a directory moved aside by a killed writer, now that path is back
             return
         if not replace:
             raise OutputError(f"{path}: exists; it is not replaced")
-        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-{_writer()}.", dir=path.parent))
         os.replace(path, old / "d")  # the old directory moves aside in one rename
         try:
             os.replace(tmp, path)
@@ -204,6 +213,55 @@ def atomic_dir(path: str | Path, *, replace: bool = False) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+# This host in temporary names: a short digest, so that any host name fits in a file name.
+_HOST = hashlib.blake2b(socket.gethostname().encode(), digest_size=4).hexdigest()
+
+
+def _writer() -> str:
+    """``HOST.PID`` of this process, for the temporaries it makes."""
+    return f"{_HOST}.{os.getpid()}"
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporaries of ``path`` (``atomic_file``'s, ``atomic_dir``'s ``.partial-``
+    and ``.old-``) that a process on this host left when it was killed: its id names no running
+    process. A directory moved aside (``.old-``) is removed only once ``path`` exists again:
+    a writer killed between its two renames leaves the earlier result there alone."""
+    name = re.escape(path.name)
+    pattern = re.compile(rf"\.{name}\.(?:(?P<kind>partial|old)-)?(?P<host>[0-9a-f]{{8}})\.(?P<pid>\d+)\.[a-z0-9_]+(?:\.tmp.*)?")
+    try:
+        with os.scandir(path.parent) as entries:
+            names = [entry.name for entry in entries if entry.name.startswith(f".{path.name}.")]
+    except OSError:
+        return
+    for entry in names:
+        found = pattern.fullmatch(entry)
+        if found is None or found["host"] != _HOST or _runs_here(int(found["pid"])):
+            continue
+        if found["kind"] == "old" and not path.exists():
+            continue
+        stale = path.parent / entry
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                stale.unlink()
+
+
+def _runs_here(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (in this PID namespace); True where it cannot
+    be told (Windows, whose os.kill ends the process it names) or the process is ours."""
+    if pid == os.getpid() or os.name == "nt":
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, owned by someone else
+        return True
+    return True
 
 
 def _umask() -> int:
