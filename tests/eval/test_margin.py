@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from infoxlm.eval import margin as margin_module
-from infoxlm.eval.margin import MARGINS, STRATEGIES, MarginOptions, cosine_knn, margin_pairs, unique_texts, unit_rows
+from infoxlm.eval.margin import (MARGINS, STRATEGIES, MarginOptions, cosine_knn, margin_pairs, neighbourhood, unique_texts,
+                                 unit_rows)
 
 
 def reference_pairs(x: np.ndarray, y: np.ndarray, k: int, kind: str, strategy: str):
@@ -65,7 +66,7 @@ def assert_same(pairs, expected):
 @pytest.mark.parametrize("kind", MARGINS)
 def test_chunked_search_equals_the_full_matrix(kind, strategy):
     x, y = noisy_bitext(37, 29)
-    for k, chunk in ((4, 5), (3, 7), (1, 1000)):  # chunks that do not divide 37 or 29, and one larger
+    for k, chunk in ((4, 5), (3, 7), (4, 2), (1, 1000)):  # chunks that do not divide 37 or 29, below k, above n
         options = MarginOptions(k=k, margin=kind, strategy=strategy, chunk=chunk, backend="torch")
         assert_same(margin_pairs(x, y, options), reference_pairs(x, y, k, kind, strategy))
 
@@ -116,6 +117,17 @@ def test_the_neighbours_are_the_nearest_by_cosine():
     assert torch.equal(found.ids, full.indices)
     torch.testing.assert_close(found.sims, full.values)
     assert found.sims.shape == (23, 5) and torch.all(found.sims[:, :-1] >= found.sims[:, 1:])
+
+
+def test_one_pass_gives_both_directions_of_the_separate_searches():
+    # The torch path reads backward neighbours off the forward blocks' columns.
+    rng = np.random.default_rng(2)
+    src, trg = unit_rows(rng.standard_normal((26, 8))), unit_rows(rng.standard_normal((19, 8)))
+    fwd, bwd = neighbourhood(src, trg, MarginOptions(k=6, chunk=4, backend="torch"))
+    for got, (queries, keys) in ((fwd, (src, trg)), (bwd, (trg, src))):
+        alone = cosine_knn(queries, keys, 6, chunk=5, backend="torch")
+        assert torch.equal(got.ids, alone.ids)
+        torch.testing.assert_close(got.sims, alone.sims)
 
 
 @pytest.mark.skipif(margin_module.faiss is None, reason="faiss is not installed (the optional faiss extra)")

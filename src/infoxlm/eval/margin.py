@@ -137,13 +137,41 @@ def cosine_knn(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk: int = 4
     return search(queries, keys, k, chunk)
 
 
+def _merge_best(best: tuple[torch.Tensor, torch.Tensor] | None, sims: torch.Tensor, ids: torch.Tensor,
+                k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Running top-k per row: the best so far (n, <=k) joined with new candidates (n, c)."""
+    if best is not None:
+        sims, ids = torch.cat([best[0], sims], dim=1), torch.cat([best[1], ids], dim=1)
+    top = sims.topk(min(k, sims.shape[1]), dim=1)
+    return top.values, ids.gather(1, top.indices)
+
+
+def _knn_both_torch(src: torch.Tensor, trg: torch.Tensor, k_fwd: int, k_bwd: int,
+                    chunk: int) -> tuple[Neighbours, Neighbours]:
+    """Both directions from one pass over the similarities: each (chunk, n_trg) block gives its
+    rows' forward neighbours and candidates for every target's backward ones, so the n²·d
+    product is paid once, not twice."""
+    fwd_sims, fwd_ids, bwd = [], [], None
+    for start in range(0, len(src), chunk):
+        block = src[start : start + chunk] @ trg.T  # (chunk, n_trg): the only large temporary
+        rows = block.topk(k_fwd, dim=1)
+        fwd_sims.append(rows.values)
+        fwd_ids.append(rows.indices)
+        columns = block.topk(min(k_bwd, len(block)), dim=0)  # (<=k_bwd, n_trg)
+        bwd = _merge_best(bwd, columns.values.T, columns.indices.T + start, k_bwd)
+    return Neighbours(torch.cat(fwd_sims), torch.cat(fwd_ids)), Neighbours(*bwd)
+
+
 def neighbourhood(src: torch.Tensor, trg: torch.Tensor, options: MarginOptions) -> tuple[Neighbours, Neighbours]:
     """Forward (source → target) and backward (target → source) neighbours of unit rows.
 
     k is clamped to the size of the set searched, as LASER's ``min(n, k)``.
     """
-    fwd = cosine_knn(src, trg, min(options.k, len(trg)), options.chunk, options.backend)
-    bwd = cosine_knn(trg, src, min(options.k, len(src)), options.chunk, options.backend)
+    k_fwd, k_bwd = min(options.k, len(trg)), min(options.k, len(src))
+    if not _use_faiss(options.backend, trg):
+        return _knn_both_torch(src, trg, k_fwd, k_bwd, options.chunk)
+    fwd = cosine_knn(src, trg, k_fwd, options.chunk, options.backend)
+    bwd = cosine_knn(trg, src, k_bwd, options.chunk, options.backend)
     return fwd, bwd
 
 
