@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import io
 import lzma
 import unicodedata
 import zlib
@@ -49,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable
 
+from infoxlm.corpus.byte_streams import Window, open_zstd
 from infoxlm.errors import DataError, file_error
 
 __all__ = [
@@ -75,66 +75,6 @@ DEFAULT_BLOCK_BYTES = 2 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 
 
-class _ZstdStream(io.RawIOBase):
-    """Decompressed bytes of a Zstandard file that has one or more frames.
-
-    ``zstandard``'s own stream reader returns end-of-file where the data stops, also in the
-    middle of a frame, so a truncated file would read as a shorter text. This reader feeds
-    the file to one decompressor per frame and raises ``EOFError`` (as ``gzip``, ``lzma``
-    and ``bz2`` do) when the file ends inside a frame.
-    """
-
-    _CHUNK = 1 << 17  # compressed bytes per read from the file
-
-    def __init__(self, raw: IO[bytes], zstandard):
-        super().__init__()
-        self._raw = raw
-        self._decompressor = zstandard.ZstdDecompressor()
-        self._frame = None  # the decompressor of the frame being read, None between frames
-        self._pending = bytearray()  # decompressed, not yet returned
-
-    def readable(self) -> bool:
-        return True
-
-    def _feed(self, data: bytes) -> None:
-        while data:
-            if self._frame is None:
-                self._frame = self._decompressor.decompressobj()
-            self._pending += self._frame.decompress(data)
-            if not self._frame.eof:
-                return
-            # A frame ended; what follows it belongs to the next one (concatenated files).
-            data, self._frame = self._frame.unused_data, None
-
-    def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._pending) < size:
-            data = self._raw.read(self._CHUNK)
-            if not data:
-                if self._frame is not None:
-                    raise EOFError("the Zstandard frame ends before its end")
-                break
-            self._feed(data)
-        if size < 0 or size >= len(self._pending):
-            out, self._pending = bytes(self._pending), bytearray()
-        else:
-            out = bytes(self._pending[:size])
-            del self._pending[:size]
-        return out
-
-    def readinto(self, buffer) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-
-def _open_zstd(raw: IO[bytes]) -> IO[bytes]:
-    try:
-        import zstandard
-    except ImportError:  # a declared dependency, but say what to do if it is missing
-        raise DataError("reading .zst files needs the zstandard package; pip install zstandard") from None
-    return _ZstdStream(raw, zstandard)
-
-
 # Decompressing readers over an already opened raw file, so the raw file's position tells
 # how much of the file on disk has been consumed.
 _DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
@@ -142,7 +82,7 @@ _DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
     ".xz": lzma.LZMAFile,
     ".lzma": lzma.LZMAFile,
     ".bz2": bz2.BZ2File,
-    ".zst": _open_zstd,
+    ".zst": open_zstd,
 }
 COMPRESSION_SUFFIXES = tuple(_DECOMPRESSORS)
 
@@ -276,23 +216,6 @@ def _decode_lines(
     return lines
 
 
-class _Window(io.RawIOBase):
-    """At most ``size`` bytes of an open file, from its current position."""
-
-    def __init__(self, raw: IO[bytes], size: int):
-        super().__init__()
-        self._raw, self._left = raw, size
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        size = self._left if size < 0 else min(size, self._left)
-        data = self._raw.read(size) if size else b""
-        self._left -= len(data)
-        return data
-
-
 def _skip_lines(stream: IO[bytes], count: int, block_bytes: int) -> bytes:
     """Read past the first ``count`` line breaks of ``stream`` without decoding anything;
     returns what was read after the last of them (all of the stream ends first: b"")."""
@@ -362,7 +285,7 @@ def iter_line_blocks(
             reported = 0  # raw bytes already attributed to earlier blocks
             if byte_range is not None:
                 raw.seek(origin)
-                stream, reported = _Window(raw, byte_range[1] - origin), origin
+                stream, reported = Window(raw, byte_range[1] - origin), origin
             # What was read past the lines skipped, handled as the first read.
             pending = _skip_lines(stream, first_line - 1, block_bytes) if first_line > 1 else b""
             read = _Read(path, raw, stream, block_bytes, skip_invalid, origin, first_line, count, reported)
