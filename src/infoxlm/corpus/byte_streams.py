@@ -4,7 +4,8 @@
   reader returns end-of-file where the data stops, also in the middle of a frame, so a
   truncated file would read as a shorter text; this one raises ``EOFError`` there instead, as
   ``gzip``, ``lzma`` and ``bz2`` do.
-* :class:`Window`: at most N bytes of an open file (one part of it, read on its own).
+* :class:`Window`: at most N bytes of an open file (one part of it, read on its own);
+* :class:`Counted`: a stream that counts the bytes read from it (standard input).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import IO
 
 from infoxlm.errors import DataError
 
-__all__ = ["Window", "open_zstd"]
+__all__ = ["Counted", "Window", "open_zstd"]
 
 
 class _ZstdStream(io.RawIOBase):
@@ -87,3 +88,22 @@ class Window(io.RawIOBase):
         data = self._raw.read(size) if size else b""
         self._left -= len(data)
         return data
+
+
+class Counted(io.RawIOBase):
+    """A stream that counts the bytes read from it: its ``tell()``, where it cannot seek."""
+
+    def __init__(self, stream: IO[bytes]):
+        super().__init__()
+        self._stream, self._count = stream, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._count += len(data)
+        return data
+
+    def tell(self) -> int:
+        return self._count
