@@ -1,20 +1,19 @@
 """Lines too long to read or tokenize whole: cut at spaces into pieces of a bounded length.
 
-Two bounds, both in characters per token kept:
-
-* reading (:class:`LongLines`, applied by :mod:`~infoxlm.corpus.text_files` to every line it
-  reads): a line of more than ``READ_CHARS_PER_TOKEN`` (64) characters per token is never held
-  whole. A reader that keeps only a line's start (``embed``, ``eval tatoeba``, a parallel side)
-  gets its first that many characters, and the rest is read past without being held; a reader
-  that keeps all of it (monolingual ``prepare``) gets consecutive pieces of at most that many,
-  cut by :func:`cut_long_line`'s rule. A token of an XLM-R vocabulary spans at most 16
-  characters and a sentence averages fewer than 8, so unless a line is mostly spaces or
-  characters the normaliser drops, what is cut lies past the last token kept.
-* tokenizing: a line longer than ``LONG_LINE_CHARS_PER_TOKEN`` (16) characters per allowed
+* Tokenizing: a line longer than ``LONG_LINE_CHARS_PER_TOKEN`` (16) characters per allowed
   token (8,192 characters at the default 512) has more tokens than allowed with any XLM-R
-  vocabulary; it is cut into pieces of at most that many characters before it is tokenized.
-  A monolingual line's pieces become consecutive lines of its document; a parallel side keeps
-  its first piece only (it is truncated anyway).
+  vocabulary (no piece spans more than 16 characters); it is cut into pieces of at most that
+  many characters (:func:`cut_long_line`) before it is tokenized. A monolingual line's pieces
+  become consecutive lines of its document; a parallel side keeps its first piece only (it is
+  truncated anyway).
+* Reading (:class:`LongLines`, which :mod:`~infoxlm.corpus.text_files` applies while it reads):
+  a line over a bound is never held whole. A reader that keeps only a line's start
+  (``embed``, ``eval tatoeba``, a side of line-aligned pairs) gets its first
+  ``READ_CHARS_PER_TOKEN`` (64) characters per token kept, the rest read past; monolingual
+  ``prepare`` gets the line in the pieces above, cut as the line comes (:func:`take_pieces`),
+  exactly as if it had been read whole. A sentence averages fewer than 8 characters a token,
+  so unless a line is mostly spaces or characters the normaliser drops, what a reader cuts
+  lies past the last token kept.
 
 So one huge line costs no more memory than the same text as many lines.
 """
@@ -45,8 +44,8 @@ __all__ = [
 # that many characters before tokenizing. No piece of an XLM-R vocabulary is longer than 16
 # characters, so such a line has more tokens than allowed and would be split anyway.
 LONG_LINE_CHARS_PER_TOKEN = 16
-# A line is read up to this many characters per token kept (four times the bound above, so
-# lines the tokenizing bound cuts are read whole and cut exactly as when read whole).
+# A line is read up to this many characters per token kept: four times the bound above, so a
+# side of a pair, cut by that bound after cleaning, keeps what it keeps when read whole.
 READ_CHARS_PER_TOKEN = 64
 
 
