@@ -153,7 +153,7 @@ def test_invalid_utf8_is_a_one_line_error_naming_the_line(tiny_model_dir, tmp_pa
     result = run("embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / "v.npy"))
     assert result.returncode == 1
     err = result.stderr.decode().strip()
-    assert err == f"infoxlm: error: {src}:2: invalid UTF-8 at byte 7 of the line"
+    assert err == f"infoxlm: error: {src}:2: invalid UTF-8 at byte 8 (0xff); expected UTF-8 text"
     assert not (tmp_path / "v.npy").exists()
 
 
