@@ -181,4 +181,4 @@ def test_a_missing_input_file_is_a_one_line_error(tiny_model_dir, tmp_path):
     missing = tmp_path / "missing.txt"
     result = run("embed", "--model", str(tiny_model_dir), "--input", str(missing), "--output", str(tmp_path / "v.npy"))
     assert result.returncode == 1
-    assert result.stderr.decode().strip() == f"infoxlm: error: {missing}: no such file or directory"
+    assert result.stderr.decode().strip() == f"infoxlm: error: {missing}: no such file; expected a UTF-8 text file"
