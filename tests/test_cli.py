@@ -153,7 +153,7 @@ def test_invalid_utf8_is_a_one_line_error_naming_the_line(tiny_model_dir, tmp_pa
     result = run("embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / "v.npy"))
     assert result.returncode == 1
     err = result.stderr.decode().strip()
-    assert err == f"infoxlm: error: {src}:2: invalid UTF-8 at byte 7 of the line"
+    assert err == f"infoxlm: error: {src}:2: invalid UTF-8 at byte 8 (0xff); expected UTF-8 text"
     assert not (tmp_path / "v.npy").exists()
 
 
@@ -181,4 +181,4 @@ def test_a_missing_input_file_is_a_one_line_error(tiny_model_dir, tmp_path):
     missing = tmp_path / "missing.txt"
     result = run("embed", "--model", str(tiny_model_dir), "--input", str(missing), "--output", str(tmp_path / "v.npy"))
     assert result.returncode == 1
-    assert result.stderr.decode().strip() == f"infoxlm: error: {missing}: no such file or directory"
+    assert result.stderr.decode().strip() == f"infoxlm: error: {missing}: no such file; expected a UTF-8 text file"

@@ -84,3 +84,40 @@ def test_real_tokens_only_gives_the_padded_runs_vectors(loaded):
     padded_run = ((hidden * mask).sum(1) / mask.sum(1)).numpy()
     got = embed_layers(encoder, tokenizer, SENTENCES, [2], batch_size=len(SENTENCES))[2]
     np.testing.assert_allclose(got, padded_run, atol=1e-5)
+
+
+# --- lines longer than can be embedded ------------------------------------------------------
+
+
+def test_a_long_line_is_cut_before_it_is_tokenized_and_embeds_as_its_start(loaded, monkeypatch):
+    encoder, tokenizer = loaded
+    seen = []
+    original = Tokenizer.encode_batch
+    monkeypatch.setattr(Tokenizer, "encode_batch", lambda self, texts, **kw: seen.extend(texts) or original(self, texts, **kw))
+    long = " ".join(SENTENCES) * 2000  # ~300k characters, far past 128 tokens
+    start = long[: 64 * 128]  # what the bound keeps at max_length=128
+    vectors = embed_layers(encoder, tokenizer, [long, start, SENTENCES[0]], [1, 2], max_length=128)
+    assert max(map(len, seen)) == 64 * 128
+    for layer in (1, 2):
+        np.testing.assert_array_equal(vectors[layer][0], vectors[layer][1])
+    # The cut lies past the tokens kept: the whole line, tokenized in full, gives the same ids.
+    assert tokenizer.encode(long, max_length=128) == tokenizer.encode(start, max_length=128)
+
+
+def test_read_sentences_cuts_long_lines_while_reading_and_counts_them(tmp_path, monkeypatch):
+    import io
+    import sys
+
+    from infoxlm.embedding import read_sentences
+    from infoxlm.errors import DataError
+
+    text = "eins\n\n" + "zwei " * 20_000 + "\ndrei\r\n"
+    path = tmp_path / "in.txt"
+    path.write_text(text, encoding="utf-8")
+    sentences, cut = read_sentences(path, max_length=16)
+    assert sentences == ["eins", "", ("zwei " * 20_000)[: 64 * 16], "drei"] and cut == 1
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert read_sentences(None, max_length=16) == (sentences, 1)
+    path.write_bytes(b"fine\nbroken \xff here\n")
+    with pytest.raises(DataError, match=r"in\.txt:2: invalid UTF-8 at byte 8 \(0xff\)"):
+        read_sentences(path)

@@ -30,7 +30,7 @@ LAYERS = (
     ("export", "objectives"),
     ("data",),
     ("model",),
-    ("tokenizer", "tokenizer_files", "sentencepiece_charsmap"),
+    ("tokenizer", "tokenizer_files", "sentencepiece_charsmap", "unigram_trainer"),
     ("__init__", "shipped", "outputs", "file_lock", "created_paths", "special_tokens", "cli_args", "interrupt",
      "version", "json_files", "errors"),
 )

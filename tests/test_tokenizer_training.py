@@ -14,6 +14,8 @@ import pytest
 
 from infoxlm.cli import main as infoxlm_main
 from infoxlm.errors import TokenizerError
+from infoxlm.special_tokens import UNK_ID
+from infoxlm.tokenizer import Tokenizer
 from infoxlm.tokenizer_training import language_from_filename, train_tokenizer
 
 RUSSIAN = "абвгдеёжзийклмнопрстуфхцчшщъыьэюя"
@@ -101,3 +103,60 @@ def test_record_input_errors_are_one_line(tmp_path, capsys):
 )
 def test_language_from_record_file_names(name, code):
     assert language_from_filename(name) == code
+
+
+# --- lines longer than SentencePiece's limit ------------------------------------------------
+
+GREEK = "αβγδεζηθικλμνξοπρστυφχψωάέήίόύώ"
+
+
+def sentences(alphabet: str, count: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = ["".join(rng.choice(list(alphabet), size=rng.integers(2, 9))) for _ in range(200)]
+    return [" ".join(rng.choice(words, size=rng.integers(5, 15))) + "." for _ in range(count)]
+
+
+def paragraphs(alphabet: str, count: int, seed: int, size: int = 4500) -> list[str]:
+    """``count`` lines of whole sentences, each just over ``size`` bytes (the layout of corpora
+    that keep a paragraph to a line)."""
+    lines, current = [], ""
+    for sentence in sentences(alphabet, 100 * count, seed):
+        current = f"{current} {sentence}".strip()
+        if len(current.encode("utf-8")) > size:
+            lines.append(current)
+            current = ""
+            if len(lines) == count:
+                return lines
+    raise AssertionError("not enough text")
+
+
+def unk_rate(directory: Path, lines: list[str]) -> float:
+    tokenizer = Tokenizer.from_pretrained(directory)
+    ids = np.concatenate([tokenizer.encode(line, add_special_tokens=False) for line in lines])
+    return float(np.mean(ids == UNK_ID))
+
+
+def test_paragraphs_longer_than_sentencepiece_takes_are_cut_and_their_language_kept(tmp_path, capsys):
+    greek, english = paragraphs(GREEK, 12, seed=1), sentences("abcdefghijklmnopqrstuvwxyz", 300, seed=2)
+    assert min(len(line.encode("utf-8")) for line in greek) > 4192  # SentencePiece would skip them all
+    (tmp_path / "el.txt").write_text("\n".join(greek) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(english) + "\n", encoding="utf-8")
+    code = infoxlm_main(["tokenizer", "train", "--input", str(tmp_path / "en.txt"), str(tmp_path / "el.txt"),
+                         "--output", str(tmp_path / "tok"), "--vocab-size", "400", "--no-progress"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert any(set(piece) & set(GREEK) for piece in pieces(tmp_path / "tok"))
+    assert unk_rate(tmp_path / "tok", greek) < 0.01 and unk_rate(tmp_path / "tok", english) < 0.01
+    assert "el p=0.276 lines=12 sampled=86 cut=12; en p=0.724 lines=300 sampled=226" in out, out
+    assert err == (f"warning: {tmp_path / 'el.txt'}: 12 of 12 el lines are longer than SentencePiece's 4,192-byte "
+                   "limit; each was cut at sentence ends (else between words) into pieces under it\n")  # fmt: skip
+    report = json.loads((tmp_path / "tok" / "training_report.json").read_text(encoding="utf-8"))
+    assert report["cut_lines"] == {"el": 12, "en": 0}
+
+
+def test_only_long_lines_train_a_vocabulary(tmp_path):
+    greek = paragraphs(GREEK, 6, seed=3, size=9000)
+    (tmp_path / "el.txt").write_text("\n".join(greek) + "\n", encoding="utf-8")
+    trained = train_tokenizer([tmp_path / "el.txt"], tmp_path / "tok", **TRAIN_KW)
+    assert trained.training_report.cut_lines == {"el": 6}
+    assert unk_rate(tmp_path / "tok", greek) < 0.01

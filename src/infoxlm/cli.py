@@ -86,26 +86,11 @@ def add_embed_command(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_embed)
 
 
-def read_sentences(path: Path | None) -> list[str]:
-    """Lines of a UTF-8 file (or stdin) without their line breaks; invalid UTF-8 is an error."""
-    name = str(path) if path is not None else "<stdin>"
-    raw = path.read_bytes() if path is not None else sys.stdin.buffer.read()
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    sentences = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            sentences.append(line.rstrip(b"\r").decode("utf-8"))
-        except UnicodeDecodeError as err:
-            raise InfoXLMError(f"{name}:{number}: invalid UTF-8 at byte {err.start} of the line") from None
-    return sentences
-
-
 def run_embed(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .embedding import embed_layers, load_for_inference
+    from .corpus.long_lines import LongLines
+    from .embedding import embed_layers, load_for_inference, read_sentences
     from .train.model_source import open_model
 
     # Everything that can be checked is checked before the weights are loaded.
@@ -116,7 +101,7 @@ def run_embed(args: argparse.Namespace) -> int:
     with open_model(args.model, args.step) as model:
         layer, rule = model.layer(args.layer)
         pooling = model.pooling(args.pooling)
-        sentences = read_sentences(args.input)
+        sentences, cut = read_sentences(args.input, args.max_length)
         encoder, tokenizer = load_for_inference(model, args.device)
     vectors = embed_layers(
         encoder,
@@ -134,8 +119,11 @@ def run_embed(args: argparse.Namespace) -> int:
     else:
         with atomic_file(args.output) as tmp, open(tmp, "wb") as f:
             np.save(f, vectors)
-    print(f"embedded {vectors.shape[0]} sentences → {vectors.shape[1]} dimensions: {model.says(layer, rule, pooling)}",
-          file=sys.stderr)
+    chars = LongLines.for_tokens(args.max_length).max_chars
+    lines = "1 line" if cut == 1 else f"{cut:,} lines"
+    cut_note = f"; {lines} longer than {chars:,} characters cut to that many before tokenizing" if cut else ""
+    print(f"embedded {vectors.shape[0]} sentences → {vectors.shape[1]} dimensions: {model.says(layer, rule, pooling)}"
+          + cut_note, file=sys.stderr)
     return 0
 
 

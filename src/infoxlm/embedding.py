@@ -7,6 +7,12 @@ protocol); ``cls`` takes the ``<s>`` state. Layer k is Hugging Face's ``hidden_s
 0 is the embedding output, L the last layer; without one, the layer the model records (the
 contrast layer), else the paper's protocol (model/sentence_layer.py).
 
+A sentence is read and tokenized only as far as it can be embedded: past
+``READ_CHARS_PER_TOKEN * max_length`` characters (32,768 at 512 tokens) it is cut before it is
+tokenized (:mod:`~infoxlm.corpus.long_lines`), and a file's line is never held further, so a
+50 MB line costs what a short one does. What is cut lies past the ``max_length``-th token
+unless the line is mostly spaces, so the embeddings are those of the whole line.
+
 Example::
 
     >>> import infoxlm
@@ -17,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -24,6 +31,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .corpus.long_lines import LongLines
+from .corpus.text_files import iter_line_blocks, iter_stream_blocks
 from .model.encoder import Encoder
 from .model.fast_paths import FastPaths
 from .model.sentence_layer import POOLINGS
@@ -66,6 +75,9 @@ def embed_layers(
         if not 0 <= layer <= L:
             raise ValueError(f"layer={layer}: expected 0 (embedding output) … {L} (last layer)")
     max_length = min(max_length, encoder.config.max_sequence_length)
+    # A sentence longer than can be kept is cut before the tokenizer sees all of it.
+    keep = LongLines.for_tokens(max_length).max_chars
+    sentences = [sentence[:keep] for sentence in sentences]
 
     device = next(encoder.parameters()).device
     was_training = encoder.training
@@ -90,6 +102,27 @@ def embed_layers(
     finally:
         encoder.train(was_training)
     return out
+
+
+def read_sentences(path: Path | None, max_length: int = 512) -> tuple[list[str], int]:
+    """The lines of a UTF-8 file (standard input if ``path`` is None), blank ones included, each
+    read only as far as ``max_length`` tokens can reach, and how many lines were cut so.
+
+    Raises:
+        DataError: a missing or unreadable file, invalid UTF-8 (``FILE:LINE: invalid UTF-8 at
+            byte N``).
+    """
+    bound = LongLines.for_tokens(max_length)
+    if path is None:
+        blocks = iter_stream_blocks(sys.stdin.buffer, "<stdin>", long_lines=bound)
+    else:
+        blocks = iter_line_blocks(path, long_lines=bound)
+    sentences: list[str] = []
+    cut = 0
+    for block in blocks:
+        sentences.extend(block.lines)  # type: ignore[arg-type]
+        cut += block.cut
+    return sentences, cut
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:

@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import sys
 
 from infoxlm.errors import TokenizerError
 
@@ -179,4 +180,6 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
     report = tokenizer.training_report
     assert report is not None  # train() always attaches one
     print(f"wrote {args.output}: {report.summary()}")
+    for line in report.warnings():  # lines SentencePiece could not take whole
+        print(line, file=sys.stderr)
     return 0

@@ -10,6 +10,11 @@ Inputs are read as ``infoxlm prepare`` reads them (:func:`~infoxlm.corpus.record
 input_line_blocks`): text files line by line, JSON Lines, Parquet and ``save_to_disk`` inputs
 as records whose ``field`` holds the text, so the same text gives the same vocabulary in
 any format.
+
+SentencePiece's trainer skips, without a word, every line longer than its limit (4,192 bytes of
+UTF-8), so a language given as paragraphs would vanish from the vocabulary; a longer line is
+cut at sentence ends, else between words, into pieces under the limit
+(:func:`~infoxlm.corpus.long_lines.split_by_bytes`), and the report counts and warns about them.
 """
 
 from __future__ import annotations
@@ -27,14 +32,14 @@ from typing import Any
 import numpy as np
 
 from infoxlm.corpus.inputs import InputSource, input_source, record_fields
+from infoxlm.corpus.long_lines import split_by_bytes
 from infoxlm.corpus.record_files import input_line_blocks
 from infoxlm.data.sampling import check_alpha, language_probabilities
 from infoxlm.corpus.text_files import COMPRESSION_SUFFIXES
 from infoxlm.errors import DataError, TokenizerError
-from infoxlm.sentencepiece_charsmap import nmt_nfkc_charsmap
-from infoxlm.special_tokens import BOS, BOS_ID, EOS, EOS_ID, MASK, UNK
 from infoxlm.tokenizer import PathLike, Tokenizer
-from infoxlm.tokenizer_files import LEADING_SPECIALS, METASPACE, TOKENIZER_JSON
+from infoxlm.tokenizer_files import TOKENIZER_JSON
+from infoxlm.unigram_trainer import SENTENCEPIECE_MAX_BYTES, train_unigram
 
 __all__ = ["TrainingReport", "language_from_filename", "train_tokenizer"]
 
@@ -56,6 +61,8 @@ class TrainingReport:
     ``line_counts[l]`` is n_l (non-empty lines of language l), ``probabilities[l]`` is
     p_l ∝ (n_l / n) ** alpha and ``sample_counts[l]`` = round(p_l * total_sample) is how many
     lines of l the trainer saw (more than n_l when the language was upsampled).
+    ``cut_lines[l]`` counts the lines of l longer than SentencePiece's limit
+    (``SENTENCEPIECE_MAX_BYTES``), which the trainer sees as several pieces.
     """
 
     files: dict[str, list[str]]
@@ -71,6 +78,7 @@ class TrainingReport:
     fingerprint: str = field(default="")
     threads: int = 1  # the trainer's threads: the same sample and threads give the same vocabulary
     record_fields: dict[str, str] = field(default_factory=dict)  # {"field": F} where inputs hold records
+    cut_lines: dict[str, int] = field(default_factory=dict)
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -85,13 +93,23 @@ class TrainingReport:
         """One line: vocabulary size and, per language, sampling probability and line counts."""
         parts = [
             f"{lang} p={self.probabilities[lang]:.3f} lines={self.line_counts[lang]} "
-            f"sampled={self.sample_counts[lang]}"
+            f"sampled={self.sample_counts[lang]}" + (f" cut={cut}" if (cut := self.cut_lines.get(lang)) else "")
             for lang in self.languages
         ]
         return (
             f"vocab_size={self.vocab_size} (asked {self.requested_vocab_size}), "
             f"sample={self.total_sample} lines, alpha={self.alpha}: " + "; ".join(parts)
         )
+
+    def warnings(self) -> list[str]:
+        """One line for each language with lines too long for SentencePiece, naming its files."""
+        return [
+            f"warning: {', '.join(self.files[lang])}: {cut:,} of {self.line_counts[lang]:,} {lang} lines are "
+            f"longer than SentencePiece's {SENTENCEPIECE_MAX_BYTES:,}-byte limit; each was cut at sentence "
+            "ends (else between words) into pieces under it"
+            for lang, cut in self.cut_lines.items()
+            if cut
+        ]
 
 
 def train_tokenizer(
@@ -160,7 +178,7 @@ def train_tokenizer(
     )
     # Pass 2 streams the files again inside the trainer.
     sample = _iter_sample(by_language, fields, plan.line_counts, plan.sample_counts, seed)
-    return _save_trained(_train_unigram(sample, vocab_size, threads, show_progress), output, plan)
+    return _save_trained(train_unigram(sample, vocab_size, threads, show_progress), output, plan)
 
 
 # --------------------------------------------------------------------------------------
@@ -200,7 +218,7 @@ def _plan_sample(
 ) -> TrainingReport:
     """Pass 1: count each language's lines (validating UTF-8 and records before any training)
     and decide how many lines of each the sample gets; the report of a vocabulary not yet trained."""
-    line_counts = _count_language_lines(by_language, fields)
+    line_counts, cut_lines = _count_language_lines(by_language, fields)
     probabilities = language_probabilities(line_counts, alpha)
     total_sample = min(max_sentences, sum(line_counts.values()))
     return TrainingReport(
@@ -215,6 +233,7 @@ def _plan_sample(
         requested_vocab_size=vocab_size,
         threads=threads,
         record_fields=fields,
+        cut_lines=cut_lines,
     )
 
 
@@ -330,16 +349,29 @@ def _read_lines(source: InputSource, fields: dict[str, str]) -> Iterator[str]:
     return (unicodedata.normalize("NFC", line) for line in _text_lines(source, fields))
 
 
-def _count_lines(source: InputSource, fields: dict[str, str]) -> int:
-    """Number of non-blank lines (validating UTF-8 and records on the way)."""
-    return sum(1 for _ in _text_lines(source, fields))
+def _too_long(line: str) -> bool:
+    """Whether SentencePiece's trainer would drop ``line``; most lines are told by length alone."""
+    return len(line) * 4 > SENTENCEPIECE_MAX_BYTES and len(line.encode("utf-8")) > SENTENCEPIECE_MAX_BYTES
 
 
-def _count_language_lines(by_language: dict[str, list[InputSource]], fields: dict[str, str]) -> dict[str, int]:
-    """n_l, the non-blank lines of each language; refused when a language (or all) has none."""
-    line_counts = {
-        lang: sum(_count_lines(source, fields) for source in sources) for lang, sources in by_language.items()
-    }
+def _count_lines(source: InputSource, fields: dict[str, str]) -> tuple[int, int]:
+    """Non-blank lines, and those of them too long for SentencePiece (validating UTF-8 and
+    records on the way)."""
+    lines = cut = 0
+    for line in _read_lines(source, fields):
+        lines += 1
+        cut += _too_long(line)
+    return lines, cut
+
+
+def _count_language_lines(
+    by_language: dict[str, list[InputSource]], fields: dict[str, str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """n_l, the non-blank lines of each language, and how many of them are too long for
+    SentencePiece; refused when a language (or all) has none."""
+    counts = {lang: [_count_lines(source, fields) for source in sources] for lang, sources in by_language.items()}
+    line_counts = {lang: sum(lines for lines, _ in per_source) for lang, per_source in counts.items()}
+    cut_lines = {lang: sum(cut for _, cut in per_source) for lang, per_source in counts.items()}
     empty = [lang for lang, count in line_counts.items() if count == 0]
     if len(empty) == len(line_counts):
         listed = ", ".join(str(s.label) for sources in by_language.values() for s in sources)
@@ -351,7 +383,7 @@ def _count_language_lines(by_language: dict[str, list[InputSource]], fields: dic
         raise TokenizerError(
             f"language {empty[0]!r} has no non-empty lines in {listed}; expected at least one sentence"
         )
-    return line_counts
+    return line_counts, cut_lines
 
 
 def _choose_lines(available: int, wanted: int, seed: int, language: str) -> np.ndarray:
@@ -380,7 +412,8 @@ def _iter_sample(
     sample_counts: dict[str, int],
     seed: int,
 ) -> Iterator[str]:
-    """Stream the training sample: each language's chosen lines, repeats included.
+    """Stream the training sample: each language's chosen lines, repeats included, a line too
+    long for SentencePiece as its pieces.
 
     Only the sorted array of chosen line indices is held in memory; the files are read
     again from the start and every line whose index was chosen is emitted (as many times
@@ -395,101 +428,8 @@ def _iter_sample(
                 break
             for line in _read_lines(source, fields):
                 while position < len(chosen) and chosen[position] == index:
-                    yield line
+                    yield from split_by_bytes(line, SENTENCEPIECE_MAX_BYTES) if _too_long(line) else (line,)
                     position += 1
                 index += 1
                 if position == len(chosen):
                     break
-
-
-def _train_unigram(lines: Iterator[str], vocab_size: int, threads: int, show_progress: bool):
-    """Train a Unigram ``tokenizers.Tokenizer`` with XLM-R's pipeline and special-token ids.
-
-    The pieces and scores come from SentencePiece's trainer (the one XLM-R's own vocabulary
-    came from), which gives the same model for the same sample and thread count; the
-    ``tokenizers`` trainer does not (hash-map order decides its ties, even on one thread).
-    """
-    return _xlmr_unigram_tokenizer(_sentencepiece_pieces(lines, vocab_size, threads, show_progress))
-
-
-def _sentencepiece_pieces(
-    lines: Iterator[str], vocab_size: int, threads: int, show_progress: bool
-) -> list[tuple[str, float]]:
-    """(piece, score) of every ordinary piece SentencePiece's Unigram trainer learns from ``lines``."""
-    import io
-
-    import sentencepiece as spm
-
-    model = io.BytesIO()
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=lines,
-            model_writer=model,
-            model_type="unigram",
-            # Its own <unk> plus the pieces; <s> <pad> </s> lead and <mask> follows (_xlmr_unigram_tokenizer).
-            vocab_size=vocab_size - 4,
-            hard_vocab_limit=False,  # tiny data: fewer pieces instead of an error
-            character_coverage=1.0,  # every character of the sample gets a piece
-            normalization_rule_name="nmt_nfkc",
-            unk_id=0,
-            bos_id=-1,
-            eos_id=-1,
-            pad_id=-1,
-            input_sentence_size=0,  # the sample is drawn by language in _iter_sample
-            shuffle_input_sentence=False,
-            num_threads=threads,
-            minloglevel=0 if show_progress else 2,
-        )
-    except RuntimeError as exc:
-        if "required_chars" in str(exc):
-            raise TokenizerError(
-                f"vocab_size={vocab_size} cannot hold every distinct character of the training "
-                "sample (a Unigram vocabulary keeps them all); expected a larger vocab_size"
-            ) from None
-        raise
-    trained = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    return [
-        (trained.id_to_piece(i), trained.get_score(i))
-        for i in range(trained.get_piece_size())
-        if not (trained.is_unknown(i) or trained.is_control(i))
-    ]
-
-
-def _xlmr_unigram_tokenizer(vocab: list[tuple[str, float]]):
-    """A ``tokenizers.Tokenizer`` over ``vocab`` in XLM-R's layout: <s> <pad> </s> <unk> first,
-    the pieces in a canonical order, <mask> last; XLM-R's normaliser and pre-tokenizer."""
-    from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
-    from tokenizers import Tokenizer as HFTokenizer
-
-    normalizer = normalizers.Sequence(
-        [normalizers.Precompiled(nmt_nfkc_charsmap()), normalizers.Replace(Regex(" {2,}"), " ")]
-    )
-    # WhitespaceSplit + Metaspace("always") is exactly what transformers 5 rebuilds for an
-    # XLM-R tokenizer, so transformers and this file tokenize identically.
-    pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.WhitespaceSplit(),
-            pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always"),
-        ]
-    )
-
-    # A canonical order: scores rounded to 1e-6, ties by piece, so that the file's bytes
-    # depend on the pieces and their scores only.
-    head = [(piece, 0.0) for piece in LEADING_SPECIALS]
-    tail = sorted(
-        ((piece, round(score, 6)) for piece, score in vocab),
-        key=lambda piece_score: (-piece_score[1], piece_score[0]),
-    )
-    final = HFTokenizer(models.Unigram(head + tail, unk_id=LEADING_SPECIALS.index(UNK), byte_fallback=False))
-    final.normalizer = normalizer
-    final.pre_tokenizer = pre_tokenizer
-    final.decoder = decoders.Metaspace(replacement=METASPACE, prepend_scheme="always")
-    final.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in LEADING_SPECIALS])
-    final.add_special_tokens([AddedToken(MASK, special=True, normalized=False)])  # id = last
-    # Only for users of the raw JSON (transformers); our encode() adds <s>/</s> itself.
-    final.post_processor = processors.TemplateProcessing(
-        single=f"{BOS} $A {EOS}",
-        pair=f"{BOS} $A {EOS} {EOS} $B {EOS}",
-        special_tokens=[(BOS, BOS_ID), (EOS, EOS_ID)],
-    )
-    return final

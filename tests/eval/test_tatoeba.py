@@ -85,6 +85,24 @@ def test_bad_files_are_named(tmp_path):
         load_pairs(str(tmp_path), "deu")
 
 
+
+def test_a_line_too_long_to_embed_is_cut_while_read_counted_and_scores_as_its_start(tiny_model_dir, tmp_path, monkeypatch):
+    import infoxlm.corpus.text_files as text_files
+
+    long = " ".join(TINY_TEXT["de"]) * 30_000  # ~3M characters, more than a block of the reader
+    write_laser(tmp_path / "long", "deu", [long] + TINY_TEXT["de"][1:], TINY_TEXT["en"])
+    write_laser(tmp_path / "start", "deu", [long[: 64 * 512]] + TINY_TEXT["de"][1:], TINY_TEXT["en"])
+    held = []  # the longest text decoded by the reader: the line is never held whole
+    real = text_files._Read._block
+    monkeypatch.setattr(text_files._Read, "_block", lambda self, body, bom: held.append(len(body)) or real(self, body, bom))
+    encoder, tokenizer = Encoder.from_pretrained(tiny_model_dir), Tokenizer.from_pretrained(tiny_model_dir)
+    cut = evaluate_tatoeba(encoder, tokenizer, str(tmp_path / "long"), ["deu"], [1, 2])
+    assert max(held) < text_files.DEFAULT_BLOCK_BYTES + 4 * (64 * 512 + 2)
+    assert cut["cut_lines"] == {str(tmp_path / "long" / "tatoeba.deu-eng.deu"): 1}
+    start = evaluate_tatoeba(encoder, tokenizer, str(tmp_path / "start"), ["deu"], [1, 2])
+    assert cut["layers"] == start["layers"] and start["cut_lines"] == {}
+
+
 @pytest.mark.slow
 def test_hf_data_offline_and_not_cached_is_refused_as_prepare_refuses(offline_hub):
     with pytest.raises(EvalDataError) as error:

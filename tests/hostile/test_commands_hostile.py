@@ -329,6 +329,33 @@ def test_sizes_that_disagree_with_the_weights_are_refused_before_allocating(tiny
     assert not (tmp_path / "v.npy").exists()
 
 
+def embed_peak_mb(model: Path, sentences: Path, output: Path) -> tuple[float, str]:
+    """Peak resident memory (MB) of `infoxlm embed` on ``sentences``, and its closing line."""
+    wrapper = (
+        "import resource, subprocess, sys; "
+        "r = subprocess.run([sys.executable, '-m', 'infoxlm', *sys.argv[1:]], capture_output=True); "
+        "sys.stderr.buffer.write(r.stderr); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+        "sys.exit(r.returncode)"
+    )
+    args = ["embed", "--model", str(model), "--device", "cpu", "--input", str(sentences), "--output", str(output)]
+    result = subprocess.run([sys.executable, "-c", wrapper, *args], capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()
+    return int(result.stdout.decode().split()[-1]) / 1024, result.stderr.decode().strip().splitlines()[-1]
+
+
+def test_a_50_mb_line_embeds_in_the_memory_of_a_short_one(tiny_model_dir, tmp_path):
+    words = ["Die", "Katze", "schläft", "auf", "dem", "warmen", "Sofa."]
+    giant = " ".join(words[i % 7] for i in range(8_000_000)).encode()[:50_000_000]
+    (tmp_path / "giant.txt").write_bytes(giant + b"\n")
+    (tmp_path / "start.txt").write_bytes(giant[: 64 * 512] + b"\n")
+    (tmp_path / "short.txt").write_bytes(b"Die Katze schl\xc3\xa4ft.\n")
+    peak, said = embed_peak_mb(tiny_model_dir, tmp_path / "giant.txt", tmp_path / "giant.npy")
+    short, _ = embed_peak_mb(tiny_model_dir, tmp_path / "short.txt", tmp_path / "short.npy")
+    assert peak < short + 200, (peak, short)  # read and tokenized whole: 9 GB
+    assert said.endswith("; 1 line longer than 32,768 characters cut to that many before tokenizing"), said
+    embed_peak_mb(tiny_model_dir, tmp_path / "start.txt", tmp_path / "start.npy")
+    assert np.array_equal(np.load(tmp_path / "giant.npy"), np.load(tmp_path / "start.npy"))
+
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [

@@ -365,6 +365,46 @@ def test_lines_under_the_limit_are_tokenized_whole(tmp_path, tiny_model_dir, mon
     assert seen == lines  # 999 characters <= 16 * 100: not cut
 
 
+
+def peak_rss_mb(*args: str) -> float:
+    """Peak resident memory of ``python -m infoxlm ARGS`` in its own process, in MB."""
+    wrapper = (
+        "import resource, subprocess, sys; "
+        "r = subprocess.run([sys.executable, '-m', 'infoxlm', *sys.argv[1:]], capture_output=True); "
+        "sys.stderr.buffer.write(r.stderr); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+        "sys.exit(r.returncode)"
+    )
+    result = subprocess.run([sys.executable, "-c", wrapper, *args], capture_output=True, timeout=600)
+    assert result.returncode == 0, result.stderr.decode()
+    return int(result.stdout.split()[-1]) / 1024  # ru_maxrss is in kB on Linux
+
+
+@pytest.mark.slow  # two prepares of 30 MB in subprocesses
+def test_a_30_mb_line_costs_what_the_same_text_as_lines_does(tmp_path, tiny_model_dir):
+    text = corpus_text(400_000)
+    (tmp_path / "lines.txt").write_bytes(text)
+    (tmp_path / "line.txt").write_bytes(b"first\n" + text.replace(b"\n", b" ") + b"\nlast\n")
+    common = ["--lang", "de", "--tokenizer", str(tiny_model_dir), "--no-progress"]
+    lines = peak_rss_mb("prepare", "mono", "--input", str(tmp_path / "lines.txt"), "--output", str(tmp_path / "a"), *common)
+    line = peak_rss_mb("prepare", "mono", "--input", str(tmp_path / "line.txt"), "--output", str(tmp_path / "b"), *common)
+    assert line < lines + 50, (line, lines)  # read whole: 84 MB more
+
+
+def test_a_50_mb_parallel_side_is_read_only_as_far_as_it_is_kept(tmp_path, tiny_model_dir):
+    side = corpus_text(700_000).replace(b"\n", b" ")
+    (tmp_path / "de.txt").write_bytes(b"Kurz.\n" + side + b"\nLang.\n")
+    (tmp_path / "en.txt").write_bytes(b"Short.\nLong line.\nLong.\n")
+    common = ["--tokenizer", str(tiny_model_dir), "--no-progress", "--pair", "en-de", "--src", str(tmp_path / "en.txt")]
+    peak = peak_rss_mb("prepare", "parallel", "--tgt", str(tmp_path / "de.txt"), "--output", str(tmp_path / "s"), *common)
+    (tmp_path / "short.txt").write_bytes(b"Kurz.\n" + side[:40_000] + b"\nLang.\n")
+    short = peak_rss_mb("prepare", "parallel", "--tgt", str(tmp_path / "short.txt"), "--output", str(tmp_path / "t"), *common)
+    assert peak < short + 30, (peak, short)  # read whole: 380 MB more
+    for store in ("s", "t"):
+        corpus = TokenStore.open(tmp_path / store).parallel["en-de"]
+        assert corpus.meta["changed"]["truncated_long"] == 1
+    kept = [TokenStore.open(tmp_path / store).parallel["en-de"].tgt[1].tolist() for store in ("s", "t")]
+    assert kept[0] == kept[1]  # the same first max_line_tokens tokens
+
 # --------------------------------------------------------------------------------------
 # 4. Wrong paths: one line, nothing created
 # --------------------------------------------------------------------------------------

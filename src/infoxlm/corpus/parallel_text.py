@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from infoxlm.corpus.long_lines import LongLines
 from infoxlm.corpus.text_files import DEFAULT_BLOCK_BYTES, count_all_lines, iter_line_blocks
 from infoxlm.errors import DataError
 
@@ -33,11 +34,13 @@ def read_aligned_pairs(
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     skip_invalid: bool = False,
     line_range: tuple[int, int | None] | None = None,
+    long_lines: LongLines | None = None,
 ) -> Iterator[PairBlock]:
     """Read two files in lockstep: line i of one pairs with line i of the other.
 
     ``line_range=(start, stop)`` reads only lines ``[start, stop)`` of both (0-based;
-    ``stop`` None: to the end, where the line counts are compared).
+    ``stop`` None: to the end, where the line counts are compared). ``long_lines`` cuts a
+    side longer than it to its start, the rest never held.
 
     The files' blocks end at different lines, so lines wait in a buffer until the other
     side has them too. Whether the files have equally many lines is known only when the
@@ -47,7 +50,10 @@ def read_aligned_pairs(
         DataError: the files have different numbers of lines (naming both files and both
             counts), or any error of :func:`iter_line_blocks`.
     """
-    readers = [iter_line_blocks(path, block_bytes, skip_invalid, line_range=line_range) for path in (src_path, tgt_path)]
+    readers = [
+        iter_line_blocks(path, block_bytes, skip_invalid, line_range=line_range, long_lines=long_lines)
+        for path in (src_path, tgt_path)
+    ]
     buffers: list[list[str | None]] = [[], []]
     try:
         while True:

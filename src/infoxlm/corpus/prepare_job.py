@@ -77,6 +77,11 @@ class PrepareResult:
         skipped = {reason: n for reason, n in self.meta["skipped"].items() if n}
         if skipped:
             text += " (skipped " + ", ".join(f"{reason} {n:,}" for reason, n in skipped.items()) + ")"
+        changed = self.meta.get("changed", {})
+        if changed.get("split_long"):  # lines of more than max_line_tokens tokens: nothing lost
+            text += f" ({_count(changed['split_long'], 'long line')} split)"
+        if changed.get("truncated_long"):  # what lay past max_line_tokens is not in the corpus
+            text += f" ({_count(changed['truncated_long'], 'long pair')} truncated)"
         shard = self.meta.get("shard")
         return text + f" -> {self.path}" + (f" (shard {shard['index']}/{shard['count']})" if shard else "")
 
@@ -84,6 +89,10 @@ class PrepareResult:
         """One line for each language of the corpus whose ``<unk>`` rate is above 1 %: text the
         tokenizer does not cover (:mod:`~infoxlm.corpus.unknown_tokens`)."""
         return unk_warnings(self.name, unk_rates(self.meta))
+
+
+def _count(n: int, what: str) -> str:
+    return f"1 {what}" if n == 1 else f"{n:,} {what}s"
 
 
 @dataclass

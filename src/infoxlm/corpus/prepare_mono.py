@@ -4,8 +4,11 @@ Blocks of ~2 MiB of text are read (:mod:`~infoxlm.corpus.text_files`, or records
 :mod:`~infoxlm.corpus.record_files`), cleaned (:mod:`~infoxlm.corpus.cleaning`), tokenized in
 one ``encode_batch`` call (which the ``tokenizers`` library spreads over all cores) and
 appended to ``tokens.u32``, ``lines.i64`` and ``docs.i64``, so memory does not grow with the
-input. A blank line, an input's start and a record's new ``doc_field`` value begin a document;
-a document's last line gets a second ``</s>`` (:func:`~infoxlm.corpus.store_writer.mono_stream`).
+input, nor with its longest line: a text line too long to tokenize whole comes from the reader
+in the pieces it is tokenized in (:mod:`~infoxlm.corpus.long_lines`), consecutive lines of its
+document. A blank line, an input's start and a record's new ``doc_field`` value begin a
+document; a document's last line gets a second ``</s>``
+(:func:`~infoxlm.corpus.store_writer.mono_stream`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +24,7 @@ from tqdm import tqdm
 
 from infoxlm.corpus.cleaning import clean_lines
 from infoxlm.corpus.inputs import InputSource
-from infoxlm.corpus.long_lines import cut_long_line
+from infoxlm.corpus.long_lines import LongLines, cut_long_line
 from infoxlm.corpus.prepare_job import PrepareJob
 from infoxlm.corpus.record_files import input_line_blocks
 from infoxlm.corpus.shards import FilePart
@@ -44,17 +48,36 @@ class _MonoBlock:
     whole: list[bool]
     bytes_read: int
 
+    def add(self, text: str, opens: bool, whole: bool) -> None:
+        self.texts.append(text)
+        self.opens.append(opens)
+        self.whole.append(whole)
+
+
+@dataclass
+class _Reading:
+    """Where the reader is between entries: whether the next text begins a document; within
+    a line the text reader hands over in pieces (too long to hold), whether the next entry
+    goes on with it and whether that line is being dropped (a duplicate of its first piece)."""
+
+    starts_document: bool = False
+    in_line: bool = False
+    dropping: bool = False
+
 
 def _mono_line_blocks(job: PrepareJob) -> Iterator[tuple[Path | str, Iterator[LineBlock], FilePart | None]]:
     """(label, its line blocks, the part read or None for all of it) for each input, text
-    files and records alike; a shard's file parts only."""
+    files and records alike; a shard's file parts only. A text line longer than
+    ``max_line_chars`` comes in the pieces it would be tokenized in, cut while it is read."""
+    bound = {"long_lines": LongLines(job.max_line_chars, split=True)}
     if job.plan is not None:
         for part in job.plan.parts:
             source = InputSource("text", part.path)
-            yield part.path, input_line_blocks(source, {}, job.block_bytes, job.skip_invalid, **part.read_options()), part
+            read = input_line_blocks(source, {}, job.block_bytes, job.skip_invalid, **part.read_options(), **bound)
+            yield part.path, read, part
         return
     for source in job.inputs:
-        yield source.label, input_line_blocks(source, job.fields, job.block_bytes, job.skip_invalid), None
+        yield source.label, input_line_blocks(source, job.fields, job.block_bytes, job.skip_invalid, **bound), None
 
 
 def _read_monolingual(
@@ -62,58 +85,70 @@ def _read_monolingual(
 ) -> Iterator[_MonoBlock]:
     """Clean every input's lines, drop empty ones and mark where documents begin."""
     stats = job.stats
-    starts_document = False  # an input begins a document, and so does a blank line
+    reading = _Reading()  # an input begins a document, and so does a blank line
     ends_input = False  # the last input was read to its end (a shard of an empty part reads none)
     for path, blocks, part in inputs:
         stats.lines_per_file[path] = 0
-        starts_document |= part is None or part.starts_file
+        reading.starts_document |= part is None or part.starts_file
+        reading.in_line = reading.dropping = False
         ends_input = part is None or part.ends_file
         for block in blocks:
-            stats.input_lines += len(block.lines)
-            texts: list[str] = []
-            opens: list[bool] = []
-            whole: list[bool] = []
-            lines = clean_lines(block.lines, stats.cleaning)
-            raw_lines, block.lines = block.lines, []  # the cleaned lines replace them
-            kept = chars = duplicates = 0  # chars: counted only once a line is cut (then blocks are bounded)
-            for raw, line in zip(raw_lines, lines):
-                if line is None:
-                    stats.skipped["invalid_utf8"] += 1
-                elif not line:
-                    # A blank line separates documents; a line whose text cleaning removed
-                    # (only controls or invisible marks) is skipped text. Both end a document.
-                    if raw.strip():  # type: ignore[union-attr]
-                        stats.skipped["empty"] += 1
-                    else:
-                        stats.blank_lines += 1
-                    starts_document = True
-                elif job.is_duplicate(line):
-                    duplicates += 1  # dropped; a document boundary before it stays pending
-                elif len(line) <= job.max_line_chars:
-                    texts.append(line)
-                    opens.append(starts_document)
-                    whole.append(True)
-                    starts_document, kept = False, kept + 1
-                else:  # tokenized piece by piece: memory stays that of ordinary lines
-                    stats.cut_lines += 1
-                    kept += 1
-                    for piece in cut_long_line(line, job.max_line_chars):
-                        if chars >= job.block_bytes:  # a block's worth of text: hand it on
-                            yield _MonoBlock(texts, opens, whole, 0)
-                            texts, opens, whole, chars = [], [], [], 0
-                        texts.append(piece)
-                        opens.append(starts_document)
-                        whole.append(False)
-                        starts_document, chars = False, chars + len(piece)
-                    line = None
-            del lines, raw_lines
-            stats.lines_per_file[path] += kept
-            stats.text_lines_per_file[path] = stats.text_lines_per_file.get(path, 0) + kept + duplicates
-            yield _MonoBlock(texts, opens, whole, block.bytes_read)
+            stats.input_lines += len(block.lines) - sum(block.continued or ())
+            stats.cut_lines += block.cut  # lines the reader cut into pieces
+            yield _clean_block(job, block, reading, path)
         if part is None or part.whole:
             job.check_not_empty(path)
     # A blank line or an input's end after the last line: the last document ends here.
-    stats.closes_document = starts_document or ends_input
+    stats.closes_document = reading.starts_document or ends_input
+
+
+def _clean_block(job: PrepareJob, block: LineBlock, reading: _Reading, path: Path | str) -> _MonoBlock:
+    """One block's entries cleaned; a line longer than ``max_line_chars`` (or a piece of one)
+    cut into pieces that are tokenized one by one, so memory stays that of ordinary lines."""
+    stats = job.stats
+    cleaned = _MonoBlock([], [], [], block.bytes_read)
+    lines = clean_lines(block.lines, stats.cleaning)
+    raw_lines, block.lines = block.lines, []  # the cleaned lines replace them
+    kept = duplicates = 0
+    for raw, line, goes_on in zip(raw_lines, lines, block.continued or repeat(False)):
+        first, piece = not reading.in_line, reading.in_line or goes_on
+        reading.in_line = goes_on
+        if not first and reading.dropping:
+            continue  # the rest of a duplicate line
+        reading.dropping = False
+        if line is None:
+            stats.skipped["invalid_utf8"] += 1
+        elif not line:
+            if piece:
+                continue  # a piece of a line whose text cleaning removed: the line goes on
+            # A blank line separates documents; a line whose text cleaning removed (only
+            # controls or invisible marks) is skipped text. Both end a document.
+            if raw.strip():  # type: ignore[union-attr]
+                stats.skipped["empty"] += 1
+            else:
+                stats.blank_lines += 1
+            reading.starts_document = True
+        elif first and job.is_duplicate(line):
+            duplicates += 1  # dropped; a document boundary before it stays pending
+            reading.dropping = goes_on
+        else:
+            kept += first
+            _add_text(job, cleaned, line, reading, whole=not piece)
+    stats.lines_per_file[path] += kept
+    stats.text_lines_per_file[path] = stats.text_lines_per_file.get(path, 0) + kept + duplicates
+    return cleaned
+
+
+def _add_text(job: PrepareJob, block: _MonoBlock, text: str, reading: _Reading, whole: bool) -> None:
+    """A whole line, or in pieces one that is too long to tokenize whole."""
+    if whole and len(text) <= job.max_line_chars:
+        block.add(text, reading.starts_document, whole=True)
+    else:
+        job.stats.cut_lines += whole  # a line in pieces was counted by the reader
+        for piece in cut_long_line(text, job.max_line_chars):
+            block.add(piece, reading.starts_document, whole=False)
+            reading.starts_document = False
+    reading.starts_document = False
 
 
 def write_monolingual(job: PrepareJob, writer: CorpusWriter, progress: tqdm) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from infoxlm.corpus.cleaning import clean_lines
-from infoxlm.corpus.long_lines import first_piece
+from infoxlm.corpus.long_lines import LongLines, first_piece
 from infoxlm.corpus.parallel_text import PairBlock, read_aligned_pairs, read_tsv_pairs
 from infoxlm.corpus.prepare_job import PrepareJob
 from infoxlm.corpus.record_files import record_pair_blocks
@@ -125,7 +125,9 @@ def _write_pair_blocks(
 def write_two_files(job: PrepareJob, writer: CorpusWriter, progress: tqdm) -> None:
     src_path, tgt_path = job.paths
     line_range = job.plan.parts[0].line_range if job.plan is not None else None
-    blocks = read_aligned_pairs(src_path, tgt_path, job.block_bytes, job.skip_invalid, line_range)
+    # A side longer than can be kept is read only as far as it is kept (truncated anyway).
+    bound = LongLines.for_tokens(job.max_line_tokens)
+    blocks = read_aligned_pairs(src_path, tgt_path, job.block_bytes, job.skip_invalid, line_range, bound)
     _write_pairs(job, writer, progress, blocks)
 
 

@@ -104,7 +104,7 @@ def input_line_blocks(
     values of its records (``fields["doc_field"]`` ending documents), blank lines included.
 
     ``fields`` is what :func:`~infoxlm.corpus.inputs.record_fields` gives for the inputs;
-    ``read_options`` (a byte or line range) apply to text files only.
+    ``read_options`` (a byte or line range, a bound on long lines) apply to text files only.
     """
     if source.has_records:
         return record_line_blocks(source, fields["field"], fields.get("doc_field"), block_bytes, skip_invalid)

@@ -17,7 +17,9 @@ decoded with one ``bytes.decode`` call and split at ``\\n`` (never ``str.splitli
 also splits at form feeds and Unicode line separators), so memory stays flat and Python does
 no per-line work unless a block holds invalid UTF-8. :attr:`LineBlock.bytes_read` counts the
 bytes taken from the file on disk (compressed bytes for compressed files), so progress over
-a file's size is exact.
+a file's size is exact. A reader that keeps only so much of a line bounds how much of it is
+ever held (:mod:`~infoxlm.corpus.long_lines`): a line of any length costs no more memory
+than a block.
 
 A part of a file can be read on its own (one shard of ``infoxlm prepare --shard``): a byte
 range of an uncompressed file (seeked to, so a part costs only its own bytes; its line
@@ -40,15 +42,16 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import io
 import lzma
 import unicodedata
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable
 
+from infoxlm.corpus.byte_streams import Counted, Window, open_zstd
+from infoxlm.corpus.long_lines import LineInPieces, LongLines, bound_lines, decode_line, undecodable_line, utf8_head
 from infoxlm.errors import DataError, file_error
 
 __all__ = [
@@ -60,6 +63,7 @@ __all__ = [
     "count_text_lines",
     "iter_line_blocks",
     "iter_lines",
+    "iter_stream_blocks",
     "open_binary",
     "open_counted",
     "read_error",
@@ -75,66 +79,6 @@ DEFAULT_BLOCK_BYTES = 2 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 
 
-class _ZstdStream(io.RawIOBase):
-    """Decompressed bytes of a Zstandard file that has one or more frames.
-
-    ``zstandard``'s own stream reader returns end-of-file where the data stops, also in the
-    middle of a frame, so a truncated file would read as a shorter text. This reader feeds
-    the file to one decompressor per frame and raises ``EOFError`` (as ``gzip``, ``lzma``
-    and ``bz2`` do) when the file ends inside a frame.
-    """
-
-    _CHUNK = 1 << 17  # compressed bytes per read from the file
-
-    def __init__(self, raw: IO[bytes], zstandard):
-        super().__init__()
-        self._raw = raw
-        self._decompressor = zstandard.ZstdDecompressor()
-        self._frame = None  # the decompressor of the frame being read, None between frames
-        self._pending = bytearray()  # decompressed, not yet returned
-
-    def readable(self) -> bool:
-        return True
-
-    def _feed(self, data: bytes) -> None:
-        while data:
-            if self._frame is None:
-                self._frame = self._decompressor.decompressobj()
-            self._pending += self._frame.decompress(data)
-            if not self._frame.eof:
-                return
-            # A frame ended; what follows it belongs to the next one (concatenated files).
-            data, self._frame = self._frame.unused_data, None
-
-    def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._pending) < size:
-            data = self._raw.read(self._CHUNK)
-            if not data:
-                if self._frame is not None:
-                    raise EOFError("the Zstandard frame ends before its end")
-                break
-            self._feed(data)
-        if size < 0 or size >= len(self._pending):
-            out, self._pending = bytes(self._pending), bytearray()
-        else:
-            out = bytes(self._pending[:size])
-            del self._pending[:size]
-        return out
-
-    def readinto(self, buffer) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-
-def _open_zstd(raw: IO[bytes]) -> IO[bytes]:
-    try:
-        import zstandard
-    except ImportError:  # a declared dependency, but say what to do if it is missing
-        raise DataError("reading .zst files needs the zstandard package; pip install zstandard") from None
-    return _ZstdStream(raw, zstandard)
-
-
 # Decompressing readers over an already opened raw file, so the raw file's position tells
 # how much of the file on disk has been consumed.
 _DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
@@ -142,7 +86,7 @@ _DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
     ".xz": lzma.LZMAFile,
     ".lzma": lzma.LZMAFile,
     ".bz2": bz2.BZ2File,
-    ".zst": _open_zstd,
+    ".zst": open_zstd,
 }
 COMPRESSION_SUFFIXES = tuple(_DECOMPRESSORS)
 
@@ -225,6 +169,11 @@ class LineBlock:
     A line holds its text without the line break; it is ``None`` when it is not valid UTF-8
     and the reader was asked to skip such lines. ``bytes_read`` is how many bytes of the file
     on disk were consumed since the previous block.
+
+    A reader bounded by :class:`~infoxlm.corpus.long_lines.LongLines` cuts a line over the
+    bound (``cut`` counts them); one that hands such a line over in pieces sets
+    ``continued[i]`` where entry i's line goes on in the next entry, of this block or the next
+    (``first_line`` is then the line of ``lines[0]``, and entries are no longer lines).
     """
 
     path: Path
@@ -232,6 +181,8 @@ class LineBlock:
     lines: list[str | None]
     bytes_read: int
     origin: int = 0  # the byte offset line 1 is counted from (a byte range's start)
+    continued: list[bool] | None = None  # None: every entry is a whole line (or its cut start)
+    cut: int = 0  # lines over the bound that end in this block
 
     def where(self, number: int) -> str:
         """``FILE:LINE`` for line ``number`` of this block's numbering, for error messages."""
@@ -243,54 +194,17 @@ def _where(path: Path, number: int, origin: int) -> str:
 
 
 def _invalid_utf8(
-    path: Path, first_line: int, body: bytes, position: int, bom_length: int, origin: int = 0
+    path: Path, first_line: int, body: bytes, position: int, bom_length: int, origin: int = 0, offset: int = 0
 ) -> DataError:
-    """The one-line error for invalid UTF-8 at byte ``position`` of ``body``."""
+    """The one-line error for invalid UTF-8 at byte ``position`` of ``body``, whose first line
+    began ``offset`` bytes before it (a line read in pieces)."""
     line_index = body.count(b"\n", 0, position)
-    line_start = body.rfind(b"\n", 0, position) + 1
+    line_start = body.rfind(b"\n", 0, position) + 1 - (offset if line_index == 0 else 0)
     column = position - line_start + 1 + (bom_length if first_line + line_index == 1 else 0)
     return DataError(
         f"{_where(path, first_line + line_index, origin)}: invalid UTF-8 at byte {column} "
         f"(0x{body[position]:02x}); expected UTF-8 text"
     )
-
-
-def _decode_lines(
-    path: Path, first_line: int, body: bytes, skip_invalid: bool, bom_length: int, origin: int = 0
-) -> list[str | None]:
-    """Split a block of whole lines (no final ``\\n``) into decoded lines."""
-    if b"\r" in body:
-        body = body.replace(b"\r\n", b"\n")
-    try:
-        return body.decode("utf-8").split("\n")  # the fast path: one decode per block
-    except UnicodeDecodeError as exc:
-        if not skip_invalid:
-            raise _invalid_utf8(path, first_line, body, exc.start, bom_length, origin) from None
-    # Slow path, only for blocks that hold invalid UTF-8: decode line by line.
-    lines: list[str | None] = []
-    for raw_line in body.split(b"\n"):
-        try:
-            lines.append(raw_line.decode("utf-8"))
-        except UnicodeDecodeError:
-            lines.append(None)
-    return lines
-
-
-class _Window(io.RawIOBase):
-    """At most ``size`` bytes of an open file, from its current position."""
-
-    def __init__(self, raw: IO[bytes], size: int):
-        super().__init__()
-        self._raw, self._left = raw, size
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        size = self._left if size < 0 else min(size, self._left)
-        data = self._raw.read(size) if size else b""
-        self._left -= len(data)
-        return data
 
 
 def _skip_lines(stream: IO[bytes], count: int, block_bytes: int) -> bytes:
@@ -329,11 +243,15 @@ def iter_line_blocks(
     *,
     byte_range: tuple[int, int] | None = None,
     line_range: tuple[int, int | None] | None = None,
+    long_lines: LongLines | None = None,
 ) -> Iterator[LineBlock]:
     """Stream a text file as :class:`LineBlock` s of about ``block_bytes`` decompressed bytes.
 
     Every line of the file appears exactly once, blank lines included; an empty file yields
-    nothing. A line longer than ``block_bytes`` makes its block longer, never splits.
+    nothing. A line longer than ``block_bytes`` makes its block longer, never splits, unless
+    ``long_lines`` bounds it: a line over the bound is then cut to its start, its rest read
+    past and never held, or handed over in pieces, a block of pieces at a time, so memory
+    stays bounded however long the line (:mod:`~infoxlm.corpus.long_lines`).
 
     ``byte_range=(start, stop)`` reads only bytes ``[start, stop)`` of an uncompressed file;
     both should be line starts (0, a byte after ``\\n``, or the file's size). Its lines are
@@ -362,13 +280,22 @@ def iter_line_blocks(
             reported = 0  # raw bytes already attributed to earlier blocks
             if byte_range is not None:
                 raw.seek(origin)
-                stream, reported = _Window(raw, byte_range[1] - origin), origin
+                stream, reported = Window(raw, byte_range[1] - origin), origin
             # What was read past the lines skipped, handled as the first read.
             pending = _skip_lines(stream, first_line - 1, block_bytes) if first_line > 1 else b""
-            read = _Read(path, raw, stream, block_bytes, skip_invalid, origin, first_line, count, reported)
+            read = _Read(path, raw, stream, block_bytes, skip_invalid, origin, first_line, count, reported, long_lines)
             yield from read.blocks(pending)
     except _read_errors() as exc:  # the line reached is known inside the read; here, where it began
         raise _read_error(path, exc, first_line) from None
+
+
+def iter_stream_blocks(
+    stream: IO[bytes], name: str, block_bytes: int = DEFAULT_BLOCK_BYTES, *, long_lines: LongLines | None = None
+) -> Iterator[LineBlock]:
+    """:func:`iter_line_blocks` over an open binary stream (standard input), named ``name`` in
+    messages; ``bytes_read`` counts the stream's bytes."""
+    counted = Counted(stream)
+    yield from _Read(Path(name), counted, counted, block_bytes, False, 0, 1, None, 0, long_lines).blocks(b"")
 
 
 @dataclass
@@ -385,6 +312,12 @@ class _Read:
     next_line: int  # the first line not yet yielded
     left: int | None  # lines still to yield (None: all up to the end)
     reported: int  # raw bytes already attributed to earlier blocks
+    bound: LongLines | None = None
+    # The line being read when it outgrew the bound: cut, its bytes are read past to its end
+    # (skipping); in pieces, the line and its bytes decoded so far (for an error's column).
+    skipping: bool = False
+    line: LineInPieces | None = None
+    line_bytes: int = 0
 
     def blocks(self, pending: bytes) -> Iterator[LineBlock]:
         """The blocks; ``pending`` is handled as the first read. A read error names the line
@@ -398,9 +331,16 @@ class _Read:
         carry: list[bytes] = []  # the start of a line whose end has not been read yet
         at_start, bom_length = self.origin == 0 and self.next_line == 1, 0
         while self.left != 0:
+            if self.bound is not None and carry:
+                carry = yield from self._held(carry, bom_length)
             data, pending = pending or self.stream.read(self.block_bytes), b""
+            if self.skipping and data:  # the rest of a line cut for its length, never held
+                end = data.find(b"\n")
+                if end < 0:
+                    continue
+                data, self.skipping = data[end:], False
             final = not data
-            if not final and b"\n" not in data and (carry or not at_start):
+            if not final and b"\n" not in data and not at_start:
                 carry.append(data)  # no line ends here: keep the pieces, join them once
                 continue
             buffer = b"".join(carry) + data if carry else data
@@ -411,8 +351,8 @@ class _Read:
                 at_start = False
             if final:
                 body = buffer
-                if not body:
-                    break
+                if not body and self.line is None:
+                    break  # (a line read in pieces ends here, its rest already decoded)
             else:
                 cut = buffer.rfind(b"\n")
                 if cut < 0:  # no complete line yet: keep reading
@@ -434,14 +374,73 @@ class _Read:
 
     def _block(self, body: bytes, bom_length: int) -> LineBlock:
         """``body`` (whole lines joined by ``\\n``) decoded as the next block."""
-        lines = _decode_lines(self.path, self.next_line, body, self.skip_invalid, bom_length, self.origin)
+        lines = self._decode(body, bom_length)
+        count, continued, cut = len(lines), None, 0
+        if self.bound is not None:
+            lines, continued, cut = bound_lines(lines, self.bound, self.line)
+            self.line, self.line_bytes = None, 0
         position = self.raw.tell()
-        block = LineBlock(self.path, self.next_line, lines, position - self.reported, self.origin)
+        block = LineBlock(self.path, self.next_line, lines, position - self.reported, self.origin, continued, cut)
         self.reported = position
-        self.next_line += len(lines)
+        self.next_line += count
         if self.left is not None:
-            self.left -= len(lines)
+            self.left -= count
         return block
+
+    def _held(self, carry: list[bytes], bom_length: int) -> Generator[LineBlock, None, list[bytes]]:
+        """The unfinished line ``carry`` holds, once it outgrows the bound: cut to its first
+        bytes (the rest is read past), or its complete pieces handed over as a block."""
+        assert self.bound is not None
+        if sum(map(len, carry)) <= self.bound.held_bytes:
+            return carry
+        held = b"".join(carry)
+        if not self.bound.split:
+            self.skipping = True
+            return [utf8_head(held[: self.bound.held_bytes])]
+        text = utf8_head(held)
+        self.line = self.line or LineInPieces()
+        pieces = self.line.feed(self._decode_held(text, bom_length), self.bound.max_chars)
+        self.line_bytes += len(text)
+        if pieces:
+            position = self.raw.tell()
+            yield LineBlock(self.path, self.next_line, list(pieces), position - self.reported, self.origin, [True] * len(pieces))
+            self.reported = position
+        return [held[len(text) :]] if len(text) < len(held) else []
+
+    def _decode_held(self, text: bytes, bom_length: int) -> str:
+        """The next part of a line read in pieces, decoded. Invalid UTF-8 raises, or (skipping
+        invalid lines) is left out, the line then counted as invalid at its end."""
+        try:
+            return text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if not self.skip_invalid:
+                where = (self.path, self.next_line, text, exc.start, bom_length, self.origin, self.line_bytes)
+                raise _invalid_utf8(*where) from None
+            return undecodable_line(text, self.bound, whole=True)  # type: ignore[return-value]
+
+    def _decode(self, body: bytes, bom_length: int) -> list[str | None]:
+        """A block of whole lines (no final ``\\n``), decoded; a line's first part may have
+        been decoded already (``line_bytes``: a line read in pieces)."""
+        if b"\r" in body:
+            body = body.replace(b"\r\n", b"\n")
+        try:
+            return body.decode("utf-8").split("\n")  # the fast path: one decode per block
+        except UnicodeDecodeError as exc:
+            if not self.skip_invalid and self.bound is None:
+                raise _invalid_utf8(self.path, self.next_line, body, exc.start, bom_length, self.origin, self.line_bytes) from None
+        # Slow path, only for blocks that hold invalid UTF-8: decode line by line (a line a
+        # bound cuts only as far as it is read).
+        lines: list[str | None] = []
+        for index, raw_line in enumerate(body.split(b"\n")):
+            try:
+                lines.append(decode_line(raw_line, self.bound))
+            except UnicodeDecodeError as exc:
+                if not self.skip_invalid:
+                    offset = self.line_bytes if index == 0 else 0
+                    where = (self.path, self.next_line + index, raw_line, exc.start, bom_length, self.origin, offset)
+                    raise _invalid_utf8(*where) from None
+                lines.append(undecodable_line(raw_line, self.bound, whole=index == 0 and self.line is not None))
+        return lines
 
 
 def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:

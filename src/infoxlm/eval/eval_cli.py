@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..cli_args import add_model_arguments, positive_int
+from ..corpus.long_lines import LongLines
 from ..errors import InfoXLMError
 from ..outputs import atomic_file, check_output_file
 from .mlqa_cli import add_mlqa_score_command
@@ -111,7 +112,17 @@ def _eval_tatoeba(args: argparse.Namespace, model: OpenedModel, languages: list[
     if args.layer == "all":
         _print_layer_table(result["layers"], rule_layer)
     print(f"wrote {args.output}" + (f" and {png}" if png else "") + f" ({model.source.describe()})")
+    _print_cut_lines(result["cut_lines"])
     return 0
+
+
+def _print_cut_lines(cut_lines: dict[str, int]) -> None:
+    """Lines too long to embed whole, cut before they were tokenized (what was cut lies past
+    the 512 tokens an encoder keeps)."""
+    chars = LongLines.for_tokens(512).max_chars
+    for path, count in cut_lines.items():
+        lines = "1 line" if count == 1 else f"{count:,} lines"
+        print(f"{path}: {lines} longer than {chars:,} characters cut to that many before tokenizing")
 
 
 def _print_table(block: dict) -> None:

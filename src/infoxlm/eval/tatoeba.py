@@ -23,10 +23,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..embedding import embed_layers
+from ..embedding import embed_layers, read_sentences
 from ..corpus.inputs import HubDataset
 from ..corpus.record_files import load_hub_dataset
-from ..corpus.text_files import iter_lines
 from ..errors import DataError, EvalDataError
 from ..model.encoder import Encoder
 from ..tokenizer import Tokenizer
@@ -77,24 +76,32 @@ def resolve_languages(requested: Sequence[str] | None, data: str) -> list[str]:
     return codes
 
 
-def _read_lines(path: Path) -> list[str]:
-    """Every line of a LASER file, blank ones included (line i ↔ line i of its twin)."""
+def _read_lines(path: Path, max_length: int, cut_lines: dict[str, int]) -> list[str]:
+    """Every line of a LASER file, blank ones included (line i ↔ line i of its twin), each read
+    only as far as ``max_length`` tokens reach; a file with lines cut so is counted in ``cut_lines``."""
     if not path.is_file():
         raise EvalDataError(f"{path}: missing")
     try:
-        return [text for _, text in iter_lines(path)]
+        lines, cut = read_sentences(path, max_length)
     except DataError as err:  # the data reader's file:line message, as an evaluation error
         raise EvalDataError(str(err)) from None
+    if cut:
+        cut_lines[str(path)] = cut
+    return lines
 
 
-def load_pairs(data: str, code: str) -> tuple[list[str], list[str]]:
-    """(xx sentences, English sentences), aligned line by line."""
+def load_pairs(
+    data: str, code: str, max_length: int = 512, cut_lines: dict[str, int] | None = None
+) -> tuple[list[str], list[str]]:
+    """(xx sentences, English sentences), aligned line by line; ``cut_lines`` (if given)
+    receives ``{file: lines cut}`` for files with lines longer than ``max_length`` tokens can reach."""
     if data.startswith("hf:"):
         return _load_hf(data[3:], code)
     folder = Path(data)
     xx_path = folder / f"tatoeba.{code}-eng.{code}"
     en_path = folder / f"tatoeba.{code}-eng.eng"
-    xx, en = _read_lines(xx_path), _read_lines(en_path)
+    cut_lines = {} if cut_lines is None else cut_lines
+    xx, en = _read_lines(xx_path, max_length, cut_lines), _read_lines(en_path, max_length, cut_lines)
     if len(xx) != len(en):
         raise EvalDataError(f"{xx_path} has {len(xx)} lines but {en_path} has {len(en)}; expected aligned files")
     if not xx:
@@ -125,9 +132,11 @@ def evaluate_tatoeba(
     several languages' files hold (a multi-parallel set) is embedded once for all of them.
 
     Returns {"pooling", "layers": {layer: {"layer", "pooling", "languages": {code: {"xx2en",
-    "en2xx", "n"}}, "average": {"xx2en", "en2xx"}}}}.
+    "en2xx", "n"}}, "average": {"xx2en", "en2xx"}}}, "cut_lines": {file: lines cut before
+    tokenizing}} (files with lines longer than ``max_length`` tokens can reach).
     """
-    pairs = {code: load_pairs(data, code) for code in languages}
+    cut_lines: dict[str, int] = {}
+    pairs = {code: load_pairs(data, code, max_length, cut_lines) for code in languages}
     kwargs = dict(pooling=pooling, batch_size=batch_size, max_length=max_length, progress=progress)
     # English sentences that several languages' files hold (a multi-parallel set, where every
     # language translates the same English) are embedded once: {sentence: row of `shared`}.
@@ -141,7 +150,7 @@ def evaluate_tatoeba(
         en_vectors = _english_vectors(encoder, tokenizer, en, layers, shared_rows, shared, desc=f"{pair}: eng", **kwargs)
         for k in layers:
             per_layer[k][code] = {**retrieval_accuracy(xx_vectors[k], en_vectors[k]), "n": len(xx)}
-    result = {"pooling": pooling, "layers": {}}
+    result = {"pooling": pooling, "layers": {}, "cut_lines": cut_lines}
     for k, scores in per_layer.items():
         average = {d: float(np.mean([s[d] for s in scores.values()])) for d in ("xx2en", "en2xx")}
         result["layers"][k] = {"layer": k, "pooling": pooling, "languages": scores, "average": average}
