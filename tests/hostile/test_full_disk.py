@@ -1,0 +1,122 @@
+"""A disk that fills while a command writes: every command ends with one line on stderr naming
+the output and "no space left on device", a non-zero exit, no temporary or partial output left,
+and what was there before (earlier checkpoints, complete lines of metrics.jsonl) untouched.
+
+The full disk is simulated (tests/full_disk.py): each writer fails as its library does on a
+real one (torch's zip writer over the OSError, safetensors' and tokenizers' own errors, numpy's
+short write), so that no test needs root or a tmpfs."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from full_disk import Disk, enospc, partial_then
+from local_ports import free_port
+
+from infoxlm.cli import main
+from infoxlm.outputs import NoSpaceLeft
+from infoxlm.train.checkpoint import CheckpointWriter, checkpoint_path, list_checkpoints, verify_checkpoint
+from infoxlm.train.metrics import MetricsLog
+
+
+def fails(capsys, *argv: str) -> str:
+    """Run the command in this process: it must exit 1 with one line on stderr; that line."""
+    code = main([str(a) for a in argv])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "%|" not in line]
+    assert code == 1 and len(err) == 1, err
+    return err[0]
+
+
+def listing(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def _pretrain(capsys, tiny_run, run: Path, *extra: str) -> str:
+    """`pretrain --preset test` into ``run``, 3 steps with a checkpoint after each, on the store
+    of ``tiny_run``: it must fail; its line."""
+    return fails(capsys, "pretrain", "--preset", "test", "--data", tiny_run.parent / "store", "--output", run,
+                 "--max-steps", "3", "--save-every", "1", "--set", "contrast.layer=2", "--no-progress", *extra)
+
+
+# --- checkpoints ---------------------------------------------------------------------------------
+
+
+def _state(step: int) -> dict:
+    return {"step": step, "w": torch.arange(10_000.0) + step, "config": json.dumps({"a": step})}
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_checkpoint_that_fills_the_disk_leaves_the_last_good_one_and_no_temporary(tmp_path, monkeypatch, asynchronous):
+    writer = CheckpointWriter(tmp_path, asynchronous=asynchronous)
+    writer.save(1, _state(1))
+    writer.wait()
+    first = checkpoint_path(tmp_path, 1)
+    before = {p.name: p.read_bytes() for p in first.iterdir()}
+    monkeypatch.setattr(torch, "save", Disk(room=20_000).torch_save)  # room for part of the tensor
+    with pytest.raises(NoSpaceLeft) as caught:
+        writer.save(2, _state(2))
+        writer.wait()  # an asynchronous save's failure surfaces here
+    assert str(caught.value) == (
+        f"no space left on device while writing {checkpoint_path(tmp_path, 2)}; the last good checkpoint is {first}"
+    )
+    assert listing(tmp_path / "checkpoints") == sorted(["step-00000001", *(f"step-00000001/{n}" for n in before)])
+    assert {p.name: p.read_bytes() for p in first.iterdir()} == before and verify_checkpoint(first) is None
+
+
+def _save_on_a_full_disk(rank: int, port: int, out: Path) -> None:
+    """One of two gloo processes saving one checkpoint; rank 1's disk is full."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=timedelta(seconds=60))  # fmt: skip
+    try:
+        if rank == 1:
+            torch.save = Disk(room=200).torch_save  # part of a tensor: torch raises its own error over the OSError
+        # Replicated tensors are written once, shared out among the ranks: rank 1 writes some.
+        state = {name: torch.arange(1000.0) for name in "abcd"}
+        CheckpointWriter(out, rank=rank, distributed=True).save(1, state)
+        (out / f"rank{rank}").write_text("saved")
+    except NoSpaceLeft as err:
+        (out / f"rank{rank}").write_text(str(err))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_every_rank_says_no_space_when_one_ranks_disk_is_full(tmp_path):
+    """DCP hands a rank's error to the others pickled, which drops the OSError that torch's zip
+    writer raised its own error over: the rank's writer names the full disk itself."""
+    mp.spawn(_save_on_a_full_disk, args=(free_port(), tmp_path), nprocs=2)
+    said = f"no space left on device while writing {checkpoint_path(tmp_path, 1)}; no checkpoint was saved in {tmp_path}"
+    assert (tmp_path / "rank0").read_text() == said and (tmp_path / "rank1").read_text() == said
+    assert listing(tmp_path / "checkpoints") == []
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_pretrain_on_a_disk_that_fills_ends_in_one_line_naming_the_checkpoint(tiny_run, tmp_path, capsys, monkeypatch,
+                                                                             asynchronous):
+    """The disk fills before the second step's checkpoint: the first one stays, nothing else."""
+    from infoxlm.train import checkpoint
+
+    disk = Disk(full=False)
+    real_save = checkpoint.CheckpointWriter.save
+
+    def save_filling_at_step_2(self, step, state):
+        disk.full = step >= 2
+        return real_save(self, step, state)
+
+    monkeypatch.setattr(torch, "save", disk.torch_save)
+    monkeypatch.setattr(checkpoint.CheckpointWriter, "save", save_filling_at_step_2)
+    run = tmp_path / "run"
+    err = _pretrain(capsys, tiny_run, run, "--set", f"run.async_checkpoint={str(asynchronous).lower()}")
+    first = checkpoint_path(run, 1)
+    assert err == (f"infoxlm: error: no space left on device while writing {checkpoint_path(run, 2)}; "
+                   f"the last good checkpoint is {first}")
+    assert [step for step, _ in list_checkpoints(run)] == [1] and verify_checkpoint(first) is None
+    assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]
