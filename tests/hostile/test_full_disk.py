@@ -120,3 +120,59 @@ def test_pretrain_on_a_disk_that_fills_ends_in_one_line_naming_the_checkpoint(ti
                    f"the last good checkpoint is {first}")
     assert [step for step, _ in list_checkpoints(run)] == [1] and verify_checkpoint(first) is None
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]
+
+
+# --- metrics.jsonl and TensorBoard -------------------------------------------------------------
+
+
+def test_a_metrics_line_is_appended_whole_or_not_at_all(tmp_path, monkeypatch):
+    import infoxlm.train.metrics as metrics
+
+    disk = Disk(full=False)
+    monkeypatch.setattr(metrics, "open", disk.opener(open), raising=False)
+    log = MetricsLog(tmp_path)
+    log.write(1, {"loss": 1.5})
+    before = (tmp_path / "metrics.jsonl").read_bytes()
+    disk.full, disk.room = True, 10  # the next line fits in part
+    with pytest.raises(NoSpaceLeft, match=f"^no space left on device while writing {tmp_path / 'metrics.jsonl'}$"):
+        log.write(2, {"loss": 1.25})
+    log.close()
+    assert (tmp_path / "metrics.jsonl").read_bytes() == before
+
+
+def test_tensorboard_finding_the_disk_full_is_one_error_naming_its_directory(tmp_path, capsys, monkeypatch):
+    """TensorBoard's writer thread meets the full disk: no traceback from the thread, and the
+    next step's write raises it, naming RUN/tensorboard."""
+    pytest.importorskip("torch.utils.tensorboard")
+    from tensorboard.summary.writer import record_writer
+
+    def no_space(self, data):
+        raise enospc()
+
+    log = MetricsLog(tmp_path)
+    monkeypatch.setattr(record_writer.RecordWriter, "write", no_space)
+    with pytest.raises(NoSpaceLeft, match=f"^no space left on device while writing {tmp_path / 'tensorboard'}$"):
+        for step in range(1, 200):
+            log.write(step, {"loss": 1.0})
+            time.sleep(0.02)  # the thread writes in the background
+    log.close()
+    assert capsys.readouterr().err == ""
+
+
+def test_pretrain_whose_metrics_fill_the_disk_keeps_every_line_whole(tiny_run, tmp_path, capsys, monkeypatch):
+    import infoxlm.train.metrics as metrics
+
+    disk = Disk(room=20, full=False)
+    real_write = metrics.MetricsLog.write
+
+    def write_filling_at_step_2(self, step, values):
+        disk.full = step >= 2
+        return real_write(self, step, values)
+
+    monkeypatch.setattr(metrics, "open", disk.opener(open), raising=False)
+    monkeypatch.setattr(metrics.MetricsLog, "write", write_filling_at_step_2)
+    run = tmp_path / "run"
+    err = _pretrain(capsys, tiny_run, run)
+    assert err == f"infoxlm: error: no space left on device while writing {run / 'metrics.jsonl'}"
+    text = (run / "metrics.jsonl").read_text()
+    assert [json.loads(line)["step"] for line in text.splitlines()] == [1] and text.endswith("\n")
