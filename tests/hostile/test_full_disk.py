@@ -176,3 +176,62 @@ def test_pretrain_whose_metrics_fill_the_disk_keeps_every_line_whole(tiny_run, t
     assert err == f"infoxlm: error: no space left on device while writing {run / 'metrics.jsonl'}"
     text = (run / "metrics.jsonl").read_text()
     assert [json.loads(line)["step"] for line in text.splitlines()] == [1] and text.endswith("\n")
+
+
+# --- export, embed, eval ---------------------------------------------------------------------------
+
+
+def test_export_that_fills_the_disk_leaves_nothing(tiny_run, tmp_path, capsys, monkeypatch):
+    from safetensors import SafetensorError
+
+    no_space = SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+    monkeypatch.setattr("infoxlm.model.hub.save_file", partial_then(no_space, 1))
+    out = tmp_path / "exports" / "hf"
+    assert fails(capsys, "export", tiny_run, out) == f"infoxlm: error: no space left on device while writing {out}"
+    assert listing(tmp_path) == []
+
+
+def test_embed_that_fills_the_disk_leaves_nothing(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    src = tmp_path / "in.txt"
+    src.write_text("hello\nworld\n")
+    monkeypatch.setattr(np, "save", partial_then(OSError("192000 requested and 20448 written")))
+    out = tmp_path / "vectors" / "v.npy"
+    err = fails(capsys, "embed", "--model", tiny_model_dir, "--input", src, "--output", out)
+    assert err == f"infoxlm: error: no space left on device while writing {out}"
+    assert listing(tmp_path) == ["in.txt"]
+
+
+@pytest.fixture
+def tatoeba(tmp_path) -> Path:
+    data = tmp_path / "tatoeba"
+    data.mkdir()
+    (data / "tatoeba.deu-eng.deu").write_text("Die Katze schläft.\nÖffne die Datei.\n")
+    (data / "tatoeba.deu-eng.eng").write_text("The cat sleeps.\nOpen the file.\n")
+    return data
+
+
+@pytest.mark.parametrize("filled_by", ["json", "png"])
+def test_eval_that_fills_the_disk_leaves_neither_the_json_nor_the_plot(tiny_model_dir, tatoeba, tmp_path, capsys,
+                                                                      monkeypatch, filled_by):
+    import infoxlm.eval.plots
+
+    real_write_text, real_plot = Path.write_text, infoxlm.eval.plots.plot_layerwise
+
+    def write_text(self, *args, **kwargs):
+        if self.name.startswith(".t.json") and filled_by == "json":
+            raise enospc()
+        return real_write_text(self, *args, **kwargs)
+
+    def plot(curves, path, title):
+        if filled_by == "png":
+            Path(path).write_bytes(b"\x89PNG half")
+            raise enospc()  # matplotlib's savefig passes write(2)'s error on, without a file name
+        return real_plot(curves, path, title)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    monkeypatch.setattr(infoxlm.eval.plots, "plot_layerwise", plot)
+    out = tmp_path / "res" / "t.json"
+    err = fails(capsys, "eval", "tatoeba", "--model", tiny_model_dir, "--data", tatoeba, "--layer", "all",
+                "--no-progress", "--output", out)
+    assert err == f"infoxlm: error: no space left on device while writing {out.with_suffix('.' + filled_by)}"
+    assert not (tmp_path / "res").exists()
