@@ -235,3 +235,40 @@ def test_eval_that_fills_the_disk_leaves_neither_the_json_nor_the_plot(tiny_mode
                 "--no-progress", "--output", out)
     assert err == f"infoxlm: error: no space left on device while writing {out.with_suffix('.' + filled_by)}"
     assert not (tmp_path / "res").exists()
+
+
+# --- tokenizer train -------------------------------------------------------------------------------
+
+
+class _SavesOnAFullDisk:
+    """The trained ``tokenizers`` model, whose save writes part of tokenizer.json and raises
+    what tokenizers raises (a plain Exception with Rust's words)."""
+
+    def __init__(self, trained):
+        self._trained = trained
+
+    def save(self, path, pretty=True):
+        partial_then(Exception("No space left on device (os error 28)"))(path)
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "replacing"])
+def test_tokenizer_train_that_fills_the_disk_leaves_the_output_as_it_was(tmp_path, capsys, monkeypatch, existing):
+    import infoxlm.tokenizer_training as training
+
+    text = tmp_path / "en.txt"
+    text.write_text("the cat sat on the mat\nthe dog ate the bone\n" * 50)
+    out = tmp_path / "tok"
+    if existing:  # a tokenizer trained before, beside a file of the user's
+        assert main(["tokenizer", "train", "--input", str(text), "--output", str(out), "--vocab-size", "40",
+                     "--no-progress"]) == 0
+        (out / "notes.txt").write_text("mine")
+        capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in out.iterdir()} if existing else None
+    real_train = training._train_unigram
+    monkeypatch.setattr(training, "_train_unigram", lambda *a, **k: _SavesOnAFullDisk(real_train(*a, **k)))
+    err = fails(capsys, "tokenizer", "train", "--input", text, "--output", out, "--vocab-size", "40", "--no-progress")
+    assert err == f"infoxlm: error: no space left on device while writing {out}"
+    if existing:
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    else:
+        assert listing(tmp_path) == ["en.txt"]
