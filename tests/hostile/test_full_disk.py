@@ -122,6 +122,30 @@ def test_pretrain_on_a_disk_that_fills_ends_in_one_line_naming_the_checkpoint(ti
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.parametrize("filled_by", [".lock", "store_identity.json"])
+def test_pretrain_that_cannot_start_on_a_full_disk_leaves_no_run_directory(tiny_run, tmp_path, capsys, monkeypatch,
+                                                                           filled_by):
+    """The lock's record, or a file of the run written before the first step, finds the disk full."""
+    import os
+
+    real_write_text = Path.write_text
+
+    def pwrite(fd, data, offset):
+        raise enospc()
+
+    def write_text(self, *args, **kwargs):
+        if self.name.startswith(f".{filled_by}."):  # atomic_file's temporary
+            raise enospc()
+        return real_write_text(self, *args, **kwargs)
+
+    if filled_by == ".lock":
+        monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(Path, "write_text", write_text)
+    run = tmp_path / "runs" / "new"
+    assert _pretrain(capsys, tiny_run, run) == f"infoxlm: error: no space left on device while writing {run / filled_by}"
+    assert listing(tmp_path) == []
+
+
 # --- metrics.jsonl and TensorBoard -------------------------------------------------------------
 
 
