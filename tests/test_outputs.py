@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import errno
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from infoxlm.outputs import (
+    NoSpaceLeft,
     OutputError,
     atomic_dir,
     atomic_file,
+    atomic_files,
     check_output_dir,
     check_output_file,
     enclosing_store_or_run,
+    full_disk_named,
     is_run_directory,
+    no_space_left,
 )
 from infoxlm.outputs import _HOST
+
+from full_disk import Disk, enospc
 
 
 def test_check_output_file(tmp_path):
@@ -190,3 +198,97 @@ def test_a_directory_holding_only_a_run_lock_is_a_run_directory(tmp_path):
     assert not is_run_directory(run)
     with pytest.raises(OutputError, match="infoxlm did not write it"):
         check_output_dir(run, written_by_us=is_run_directory)
+
+
+# --- a full disk ---------------------------------------------------------------------------------
+
+
+def _torch_zip_writer_error() -> RuntimeError:
+    """What torch.save raises when its stream's write finds the disk full."""
+    try:
+        Disk(room=100).torch_save(torch.zeros(1000), _Sink())
+    except RuntimeError as err:
+        return err
+    raise AssertionError("torch.save did not fail")
+
+
+class _Sink:
+    def write(self, data):
+        return len(memoryview(data))
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("make", [
+    lambda: enospc(),
+    lambda: OSError(errno.EDQUOT, "Disk quota exceeded"),
+    _torch_zip_writer_error,  # "[enforce fail at inline_container.cc:…]", the OSError as its context
+    lambda: RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: file write failed"),
+    lambda: Exception("Error while serializing: I/O error: No space left on device (os error 28)"),  # safetensors, tokenizers
+    lambda: OSError("192000 requested and 20448 written"),  # np.save, a short write
+    lambda: OSError("Not enough free space to write 24000000 bytes after offset 128"),  # np.save, checked first
+], ids=["ENOSPC", "EDQUOT", "torch zip writer", "torch file write", "safetensors", "numpy short write", "numpy free space"])
+def test_no_space_left_knows_each_writers_words(make):
+    assert no_space_left(make())
+
+
+def test_a_checkpoint_ranks_failure_is_looked_into():
+    from torch.distributed.checkpoint.api import CheckpointException, _wrap_exception
+
+    try:
+        raise _torch_zip_writer_error()
+    except RuntimeError as err:
+        wrapped = CheckpointException("save failed", {0: _wrap_exception(err)})
+    assert no_space_left(wrapped)
+
+
+@pytest.mark.parametrize("error", [
+    OSError(errno.EACCES, "Permission denied"), OSError(errno.EIO, "Input/output error"), ValueError("bad"),
+    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534"),
+])
+def test_other_failures_are_not_a_full_disk(error):
+    assert not no_space_left(error)
+
+
+def test_full_disk_named_says_which_output_once(tmp_path):
+    with pytest.raises(NoSpaceLeft, match=r"^no space left on device while writing out/x; the last good one is y$"):
+        with full_disk_named("out/x", "the last good one is y"):
+            raise enospc()
+    with pytest.raises(NoSpaceLeft, match=r"^no space left on device while writing inner$"):
+        with full_disk_named("outer"):
+            with full_disk_named("inner"):
+                raise enospc()
+    with pytest.raises(PermissionError):
+        with full_disk_named("out/x"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+
+
+def test_atomic_writers_on_a_full_disk_leave_nothing_and_name_the_output(tmp_path):
+    """Each writer's temporary, and the parent directories it made, are gone before the error."""
+    for writer, out in ((atomic_file, tmp_path / "a" / "b" / "v.npy"), (atomic_dir, tmp_path / "a" / "b" / "hf"),
+                        (atomic_files, tmp_path / "a" / "b" / "tok")):
+        with pytest.raises(NoSpaceLeft, match=f"^no space left on device while writing {out}$"):
+            with writer(out) as tmp:
+                target = tmp if writer is atomic_file else tmp / "f"
+                target.write_bytes(b"half")
+                raise enospc()
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_files_replace_their_own_names_and_keep_the_rest(tmp_path):
+    out = tmp_path / "tok"
+    out.mkdir()
+    (out / "tokenizer.json").write_text("old")
+    (out / "notes.txt").write_text("a user's")
+    with pytest.raises(NoSpaceLeft, match=f"writing {out}$"):
+        with atomic_files(out) as tmp:
+            (tmp / "tokenizer.json").write_text("half")
+            raise enospc()
+    assert {p.name: p.read_text() for p in out.iterdir()} == {"tokenizer.json": "old", "notes.txt": "a user's"}
+    with atomic_files(out) as tmp:
+        (tmp / "tokenizer.json").write_text("new")
+        (tmp / "report.json").write_text("{}")
+    assert {p.name: p.read_text() for p in out.iterdir()} == {
+        "tokenizer.json": "new", "notes.txt": "a user's", "report.json": "{}"}
+    assert list(tmp_path.iterdir()) == [out]

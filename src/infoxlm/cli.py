@@ -31,7 +31,7 @@ from .errors import InfoXLMError
 from .eval.eval_cli import add_eval_commands
 from .eval.report_cli import add_report_command
 from .finetune.finetune_cli import add_finetune_commands
-from .outputs import atomic_file, check_output_file
+from .outputs import atomic_file, check_output_file, full_disk_named
 from .tokenizer_cli import add_tokenizer_commands
 from .train.pretrain_cli import add_pretrain_commands
 from .corpus.show_cli import add_show_command
@@ -114,8 +114,9 @@ def run_embed(args: argparse.Namespace) -> int:
         progress=True,
     )[layer]
     if args.output is None:
-        np.save(sys.stdout.buffer, vectors)
-        sys.stdout.buffer.flush()
+        with full_disk_named("standard output"):  # redirected to a file on a full disk
+            np.save(sys.stdout.buffer, vectors)
+            sys.stdout.buffer.flush()
     else:
         with atomic_file(args.output) as tmp, open(tmp, "wb") as f:
             np.save(f, vectors)

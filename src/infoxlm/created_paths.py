@@ -77,6 +77,13 @@ class CreatedPaths:
         with naming(path):  # recorded first: a parent made before a failure goes too
             path.mkdir(parents=True, exist_ok=True)
 
+    def new_entries(self, directory: Path) -> None:
+        """What this command adds to ``directory`` (made now if missing) is removed again; what
+        was there before stays."""
+        self.mkdir(directory)
+        before = {entry.name for entry in directory.iterdir()}
+        self._undo.append(lambda: [_remove(e) for e in list(directory.iterdir()) if e.name not in before])
+
     def tree(self, path: Path) -> None:
         """``path`` (a file or a directory this command alone writes into) is about to be made."""
         self._undo.append(lambda: _remove(path))

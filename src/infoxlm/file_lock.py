@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from .created_paths import naming
 from .errors import InfoXLMError
 from .json_files import parse_json
 
@@ -204,8 +205,14 @@ def _lock(fd: int, path: Path, wait: bool, created: bool) -> bool:
     if not created and _read_record(fd) is None:
         # Not a stale record: someone's data, reached through a hard link or left at the path.
         raise NotALockFile(path, f"holds something other than a lock's record ({os.fstat(fd).st_size} bytes)")
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n").encode(), 0)
+    try:
+        with naming(path):  # a full disk fails the write without a file name
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n").encode(), 0)
+    except OSError:
+        if created:  # made by us, but naming no holder: leave no file behind
+            path.unlink(missing_ok=True)
+        raise
     return True
 
 

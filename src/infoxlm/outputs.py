@@ -9,7 +9,7 @@ computation:
   or run directory (writing there breaks it: ``STORE/mono/x`` would be read as a corpus), nor be
   a non-empty directory the command did not write itself (unless ``overwrite``).
 
-and then writes through one of two context managers, which put the result in place only when it
+and then writes through one of three context managers, which put the result in place only when it
 is complete and remove their temporary on any failure (an exception, Ctrl-C). A process killed
 outright leaves its temporary behind; each temporary's name carries its writer's host and
 process id, and the next write of the same target removes those whose writer is gone (a
@@ -19,11 +19,18 @@ temporary of a live process, or of another host, is left alone)::
     ...     numpy.save(tmp, vectors)
     >>> with atomic_dir("out/hf", replace=True) as tmp:  # doctest: +SKIP
     ...     encoder.save_pretrained(tmp, tokenizer)
+    >>> with atomic_files("out/tokenizer") as tmp:  # doctest: +SKIP
+    ...     tokenizer.save_pretrained(tmp)  # its files replace those of the same names
+
+A full disk (or quota) met while writing becomes one ``NoSpaceLeft`` naming the output, raised
+once the temporary is gone: ``full_disk_named`` does it, and the three writers use it, as does
+every other writer that cannot go through them (checkpoints, metrics.jsonl).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import itertools
 import os
@@ -34,6 +41,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from .created_paths import CreatedPaths
 from .errors import InfoXLMError
 from .json_files import CONFIG_BYTES, read_json
 
@@ -48,6 +56,59 @@ RUN_LOCK_FILE = ".lock"
 
 class OutputError(InfoXLMError):
     """An output path that cannot or must not be written."""
+
+
+class NoSpaceLeft(OutputError):
+    """A write that found its file system, or the user's quota, full."""
+
+
+# Writers that turn the failed system call into their own error, errno lost, and what they say:
+# safetensors and tokenizers (Rust's "(os error 28)"; 122 is EDQUOT), numpy's np.save ("Not
+# enough free space to write …" before writing, "N requested and M written" for a short write)
+# and torch's zip writer on a file it opened itself (releases before 2.x: "file write failed";
+# on a stream, as DCP gives it, torch raises over the stream's OSError, found as its context).
+_NO_SPACE_WORDS = re.compile(
+    r"No space left on device|Disk quota exceeded|\(os error (?:28|122)\)|Not enough free space to write"
+    r"|\d+ requested and \d+ written|file write failed"
+)
+
+
+def no_space_left(err: BaseException) -> bool:
+    """Whether ``err``, or an error it was raised from or while handling, or one a
+    torch.distributed.checkpoint rank failed with (``failures``), says the disk is full.
+
+    >>> no_space_left(RuntimeError("[enforce fail at inline_container.cc:672] . file write failed"))
+    True
+    >>> no_space_left(OSError(errno.EACCES, "Permission denied"))
+    False
+    """
+    pending, seen = [err], set()
+    while pending:
+        e = pending.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, NoSpaceLeft) or (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)):
+            return True
+        if _NO_SPACE_WORDS.search(str(e)):
+            return True
+        failures = getattr(e, "failures", None)  # CheckpointException: {rank: (error, stack)}
+        ranks = failures.values() if isinstance(failures, dict) else ()
+        pending += [e.__cause__, e.__context__, *(f[0] if isinstance(f, tuple) else f for f in ranks)]
+    return False
+
+
+@contextlib.contextmanager
+def full_disk_named(path: str | Path, then: str = "") -> Iterator[None]:
+    """Re-raise a full disk met inside the block as one ``NoSpaceLeft``: "no space left on device
+    while writing PATH" (then ``; THEN``, what is left to the user). One raised by a writer
+    nested inside, naming its own output, passes unchanged."""
+    try:
+        yield
+    except BaseException as err:
+        if isinstance(err, NoSpaceLeft) or not no_space_left(err):
+            raise
+        raise NoSpaceLeft(f"no space left on device while writing {path}" + (f"; {then}" if then else "")) from None
 
 
 def _file_above(path: Path) -> Path | None:
@@ -166,53 +227,76 @@ def _json_fields(path: Path) -> dict:
 @contextlib.contextmanager
 def atomic_file(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` (an empty file); on success it is renamed to
-    ``path``, on any failure removed. Missing parent directories are created."""
+    ``path``, on any failure removed, with the parent directories it made."""
     path = check_output_file(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # The suffix is kept (.tmp.png), for writers that pick the format by it.
-    _remove_stale_temporaries(path)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.{_writer()}.", suffix=f".tmp{path.suffix}", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
+    with full_disk_named(path), CreatedPaths(path) as created:
+        created.mkdir(path.parent)
+        _remove_stale_temporaries(path)
+        # The suffix is kept (.tmp.png), for writers that pick the format by it.
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{_writer()}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
+        created.tree(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 → what open() would have made
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 @contextlib.contextmanager
 def atomic_dir(path: str | Path, *, replace: bool = False) -> Iterator[Path]:
     """Yield a temporary directory beside ``path``; on success it becomes ``path``, on any
-    failure it is removed. An existing ``path`` is replaced only if ``replace`` (it is moved
-    aside first and deleted after the new one is in place); otherwise it is an error."""
+    failure it is removed, with the parent directories it made. An existing ``path`` is replaced
+    only if ``replace`` (it is moved aside first and deleted after the new one is in place);
+    otherwise it is an error."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(path)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-{_writer()}.", dir=path.parent))
-    try:
+    with full_disk_named(path), CreatedPaths(path) as created:
+        created.mkdir(path.parent)
+        _remove_stale_temporaries(path)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-{_writer()}.", dir=path.parent))
+        created.tree(tmp)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 → what mkdir would have made
         yield tmp
-        if not path.exists():
-            os.replace(tmp, path)
-            _remove_stale_temporaries(path)  # a directory moved aside by a killed writer, now that path is back
-            return
-        if not replace:
-            raise OutputError(f"{path}: exists; it is not replaced")
-        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-{_writer()}.", dir=path.parent))
-        os.replace(path, old / "d")  # the old directory moves aside in one rename
-        try:
-            os.replace(tmp, path)
-        except BaseException:
-            os.replace(old / "d", path)  # put it back (if this fails too, it stays in `old`)
-            os.rmdir(old)
-            raise
-        shutil.rmtree(old, ignore_errors=True)  # only once the new directory is in place
+        _put_dir_in_place(tmp, path, replace)
+
+
+def _put_dir_in_place(tmp: Path, path: Path, replace: bool) -> None:
+    if not path.exists():
+        os.replace(tmp, path)
+        _remove_stale_temporaries(path)  # a directory moved aside by a killed writer, now that path is back
+        return
+    if not replace:
+        raise OutputError(f"{path}: exists; it is not replaced")
+    old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-{_writer()}.", dir=path.parent))
+    os.replace(path, old / "d")  # the old directory moves aside in one rename
+    try:
+        os.replace(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        os.replace(old / "d", path)  # put it back (if this fails too, it stays in `old`)
+        os.rmdir(old)
         raise
+    shutil.rmtree(old, ignore_errors=True)  # only once the new directory is in place
+
+
+@contextlib.contextmanager
+def atomic_files(directory: str | Path) -> Iterator[Path]:
+    """Yield a temporary directory; on success the files written into it replace those of the
+    same names in ``directory`` and the others there stay (a missing ``directory`` is made in one
+    rename, as by ``atomic_dir``); on any failure it is removed and ``directory`` is left as it
+    was. For outputs that share a directory with other files."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        with atomic_dir(directory) as tmp:
+            yield tmp
+        return
+    with full_disk_named(directory):
+        # Inside the directory, so that each file moves by a rename even onto a mount point.
+        tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=directory))
+        try:
+            yield tmp
+            for entry in sorted(tmp.iterdir()):
+                os.replace(entry, directory / entry.name)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 # This host in temporary names: a short digest, so that any host name fits in a file name.

@@ -37,6 +37,7 @@ from infoxlm.corpus.record_files import input_line_blocks
 from infoxlm.data.sampling import check_alpha, language_probabilities
 from infoxlm.corpus.text_files import COMPRESSION_SUFFIXES
 from infoxlm.errors import DataError, TokenizerError
+from infoxlm.outputs import atomic_files
 from infoxlm.tokenizer import PathLike, Tokenizer
 from infoxlm.tokenizer_files import TOKENIZER_JSON
 from infoxlm.unigram_trainer import SENTENCEPIECE_MAX_BYTES, train_unigram
@@ -239,14 +240,16 @@ def _plan_sample(
 
 def _save_trained(hf_tokenizer: Any, output: Path, plan: TrainingReport) -> Tokenizer:
     """Write the trained ``tokenizers`` model, the transformers configs and training_report.json
-    into ``output``; the tokenizer loaded back, with its report attached."""
-    output.mkdir(parents=True, exist_ok=True)
-    hf_tokenizer.save(str(output / TOKENIZER_JSON), pretty=True)
-    trained = Tokenizer.from_pretrained(output / TOKENIZER_JSON)
-    trained.save_pretrained(output)
-    report = replace(plan, vocab_size=trained.vocab_size, fingerprint=trained.fingerprint)
-    report_text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
-    (output / TRAINING_REPORT).write_text(report_text, encoding="utf-8")
+    into ``output`` (all of them, or none: other files there stay); the tokenizer loaded back,
+    with its report attached."""
+    with atomic_files(output) as tmp:
+        hf_tokenizer.save(str(tmp / TOKENIZER_JSON), pretty=True)
+        trained = Tokenizer.from_pretrained(tmp / TOKENIZER_JSON)
+        trained.save_pretrained(tmp)
+        report = replace(plan, vocab_size=trained.vocab_size, fingerprint=trained.fingerprint)
+        report_text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        (tmp / TRAINING_REPORT).write_text(report_text, encoding="utf-8")
+    trained = Tokenizer.from_pretrained(output / TOKENIZER_JSON)  # read where it now lies
     trained.training_report = report
     return trained
 

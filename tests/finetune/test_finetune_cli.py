@@ -49,3 +49,40 @@ def test_finetune_takes_a_run_directory_and_names_it(tiny_run, tmp_path, capsys)
     name = f"{tiny_run} (run directory, checkpoint step 1)"
     assert f"[xnli] {name}: fine-tuning all 2 layers" in capsys.readouterr().out
     assert json.loads((tmp_path / "ft" / "results.json").read_text())["model"] == name  # not a temporary copy
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["new", "over an earlier run"])
+def test_finetune_that_fills_the_disk_takes_back_what_it_added(tiny_model_dir, tmp_path, capsys, monkeypatch, earlier):
+    """safetensors' own error while seed 1's model is written: the line names that model, what
+    the command added to --output is gone (all of it, if it made --output) and every file left
+    is whole: an earlier run's results stay, its seed 0 model replaced by a complete one."""
+    from full_disk import partial_then
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    import infoxlm.finetune.heads as heads
+
+    data = write_xnli(tmp_path / "data", n_train=4, n_eval=2)
+    out = tmp_path / "runs" / "xnli"
+    args = ["finetune", "xnli", "--model", str(tiny_model_dir), "--data", str(data), "--output", str(out),
+            "--setting", "cross-lingual-transfer", "--languages", "en", "de", "--max-steps", "1", "--no-progress"]
+    if earlier:
+        assert main(args) == 0
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    results = (out / "results.json").read_bytes() if earlier else None
+    real_save_file, saved = heads.save_file, []
+
+    def save_file(tensors, path, **kwargs):  # seed 0's model fits, seed 1's does not
+        if saved:
+            no_space = SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+            partial_then(no_space, 1)(tensors, path)
+        saved.append(path)
+        return real_save_file(tensors, path, **kwargs)
+
+    monkeypatch.setattr(heads, "save_file", save_file)
+    err = error_of(capsys, *args, "--seeds", "2")
+    assert err == f"infoxlm: error: no space left on device while writing {out / 'seed-1' / 'model'}"
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    if earlier:
+        assert (out / "results.json").read_bytes() == results
+        assert load_file(out / "seed-0" / "model" / "model.safetensors")  # whole: it reads

@@ -93,21 +93,18 @@ def _eval_tatoeba(args: argparse.Namespace, model: OpenedModel, languages: list[
         pooling=pooling, batch_size=args.batch_size, progress=not args.no_progress,
     )
     if args.layer == "all":
-        from .plots import plot_layerwise
-
         png = args.output.with_suffix(".png")
         out = {"pooling": pooling, "layer": rule_layer, "layer_rule": rule,
                "layers": {str(k): v for k, v in result["layers"].items()}}
-        curves = {"": {k: v["average"] for k, v in result["layers"].items()}}
-        title = f"Tatoeba, {len(languages)} languages, {pooling} pooling"
-        with atomic_file(png) as tmp:
-            plot_layerwise(curves, tmp, title)
         shown = {**result["layers"][rule_layer], "layer_rule": rule}  # never the layer best on test
     else:
         out = shown = {**result["layers"][layers[0]], "layer_rule": rule}
         png = None
-    with atomic_file(args.output) as tmp:
+    with atomic_file(args.output) as tmp:  # the JSON and its plot in place together, or neither
         tmp.write_text(json.dumps(out, indent=2) + "\n")
+        if png:
+            with atomic_file(png) as tmp_png:
+                _plot_layers(result["layers"], tmp_png, f"Tatoeba, {len(languages)} languages, {pooling} pooling")
     _print_table(shown)  # its first line says the layer and why
     if args.layer == "all":
         _print_layer_table(result["layers"], rule_layer)
@@ -123,6 +120,12 @@ def _print_cut_lines(cut_lines: dict[str, int]) -> None:
     for path, count in cut_lines.items():
         lines = "1 line" if count == 1 else f"{count:,} lines"
         print(f"{path}: {lines} longer than {chars:,} characters cut to that many before tokenizing")
+
+
+def _plot_layers(layers: dict[int, dict], png: Path, title: str) -> None:
+    from .plots import plot_layerwise
+
+    plot_layerwise({"": {k: v["average"] for k, v in layers.items()}}, png, title)
 
 
 def _print_table(block: dict) -> None:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..cli_args import add_model_arguments, positive_float, positive_int
+from ..created_paths import CreatedPaths
 from ..outputs import check_output_dir
 from . import defaults
 from .defaults import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH
@@ -124,11 +125,15 @@ def _config(args: argparse.Namespace, selection: str, setting: dict):
 
 def _run(args: argparse.Namespace, task: str, run_setting) -> None:
     """Open --model (a run's checkpoint is written out for as long as fine-tuning lasts) and run
-    the planned settings: ``run_setting(setting, output, model_dir, model_name)``."""
+    the planned settings: ``run_setting(setting, output, model_dir, model_name)``. On failure,
+    what the run added to --output is removed."""
     from ..train.model_source import open_model
     from .search import plan, run_search
 
-    with open_model(args.model, args.step) as model:
+    # A run that fails (a full disk, Ctrl-C) takes back what it added to --output: seeds
+    # without results beside them would pass for a finished run's.
+    with CreatedPaths(args.output) as created, open_model(args.model, args.step) as model:
+        created.new_entries(args.output)
         model.tokenizer(f"finetune {task}")  # refused here, naming the model, not a temporary copy
         name = model.source.describe()
         print(f"[{task}] {name}: fine-tuning all {model.num_layers} layers")

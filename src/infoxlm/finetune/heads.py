@@ -18,7 +18,6 @@ Example::
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
@@ -29,6 +28,7 @@ from torch import nn
 from ..model.encoder import Encoder
 from ..model.hub import BODY_PREFIX
 from ..model.packing import Packing
+from ..outputs import atomic_dir
 
 if TYPE_CHECKING:
     from ..tokenizer import Tokenizer
@@ -143,17 +143,15 @@ def save_task_model(
     (``id2label``) of a classifier.
     """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     tensors = state_dict if state_dict is not None else model.task_state_dict()
-    tmp = directory / ".model.safetensors.tmp"
-    save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata={"format": "pt"})
-    os.replace(tmp, directory / "model.safetensors")
     config = model.roberta.config.to_hf_dict(model.architecture)
     if labels is not None:
         config["id2label"] = {str(i): name for i, name in enumerate(labels)}
         config["label2id"] = {name: i for i, name in enumerate(labels)}
         config["problem_type"] = "single_label_classification"
-    (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    if tokenizer is not None:
-        tokenizer.save_pretrained(directory)
+    with atomic_dir(directory, replace=True) as tmp:  # the model complete, or none (an earlier one kept)
+        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp / "model.safetensors", metadata={"format": "pt"})
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
     return directory

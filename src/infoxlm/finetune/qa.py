@@ -31,6 +31,7 @@ from ..eval.mlqa_data import (
     MLQA_LANGUAGES, MLQADataError, QAExample, find_mlqa_file, misplaced_answers, parse_squad, read_json, read_squad,
 )
 from ..eval.mlqa_metric import score_mlqa
+from ..outputs import atomic_file
 from ..tokenizer import Tokenizer
 from . import defaults
 from .heads import SpanExtractor, save_task_model
@@ -159,11 +160,11 @@ def finetune_mlqa_once(
     # The kept model's dev scores: from the selection, or (final model) measured now.
     dev = result.selected if result.selected else evaluate(model) if devs else None
     predictions_dir = output / "predictions"
-    predictions_dir.mkdir(parents=True, exist_ok=True)
     scores: dict[tuple[str, str], dict[str, float]] = {}
     for (c, q), data in tests.items():
         predictions = predict(model, tokenizer, data.examples, desc=f"test {c}/{q}", **kwargs)
-        (predictions_dir / data.path.name).write_text(json.dumps(predictions, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        with atomic_file(predictions_dir / data.path.name) as tmp:
+            tmp.write_text(json.dumps(predictions, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         scores[c, q] = score(data, predictions, c)
     if save_model:
         save_task_model(model, output / "model", tokenizer)

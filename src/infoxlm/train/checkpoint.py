@@ -46,6 +46,7 @@ from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 from torch.distributed.tensor import DTensor
 
 from ..json_files import parse_json
+from ..outputs import full_disk_named, no_space_left
 from .checkpoint_integrity import DIGESTS, INDEX, DigestingWriter, first_line, read_index, verify_files
 from .distributed import World, all_reduce_max
 from .errors import CheckpointCorrupt, TrainingError, UnsafeCheckpoint
@@ -197,31 +198,32 @@ class CheckpointWriter:
         # Every rank creates the group (a collective), even if it never saves asynchronously;
         # ``timeout``: how long its collectives wait for a rank (run.collective_timeout_s).
         self._group = dist.new_group(backend="gloo", timeout=timeout) if asynchronous and distributed else None
-        self._pending = None  # (future, temporary directory, final directory) of a background save
+        self._pending = None  # (future, temporary directory, final directory, the last good one) of a background save
 
     def save(self, step: int, state: dict[str, Any]) -> Path:
         self.wait()
         final = checkpoint_path(self.run_dir, step)
         tmp = self.folder / f".tmp-{final.name}"  # the same name on every rank: they write into one directory
-        if self.rank == 0:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            for leftover in self.folder.glob(".tmp-*"):  # from a save that was killed
-                shutil.rmtree(leftover, ignore_errors=True)
-            tmp.mkdir()
-        if self.distributed:
-            dist.barrier()  # the directory exists before any rank writes into it
-        writer = DigestingWriter(tmp, sync_files=True)  # DCP's writer, plus digests.json
-        if not self.asynchronous:
-            with _single_process_quiet():
-                dcp.save(state, storage_writer=writer, no_dist=not self.distributed)
-            if self.distributed:
-                dist.barrier()  # every rank's part is written (the index is, once save returns on rank 0)
+        then = last_good_checkpoint(self.run_dir)  # none of this save is in place yet
+        with full_disk_named(final, then), self._removed_on_failure(tmp):
             if self.rank == 0:
-                self._put_in_place(tmp, final)
-            return final
-        with _single_process_quiet():
+                self.folder.mkdir(parents=True, exist_ok=True)
+                for leftover in self.folder.glob(".tmp-*"):  # from a save that was killed
+                    shutil.rmtree(leftover, ignore_errors=True)
+                tmp.mkdir()
+            if self.distributed:
+                dist.barrier()  # the directory exists before any rank writes into it
+            writer = DigestingWriter(tmp, sync_files=True)  # DCP's writer, plus digests.json
+            _single_process_quiet()
+            if not self.asynchronous:
+                dcp.save(state, storage_writer=writer, no_dist=not self.distributed)
+                if self.distributed:
+                    dist.barrier()  # every rank's part is written (the index is, once save returns on rank 0)
+                if self.rank == 0:
+                    self._put_in_place(tmp, final)
+                return final
             future = dcp.async_save(state, storage_writer=writer, process_group=self._group, no_dist=not self.distributed)
-        self._pending = (future, tmp, final)
+        self._pending = (future, tmp, final, then)
         return final
 
     def poll(self) -> None:
@@ -230,20 +232,43 @@ class CheckpointWriter:
             self.wait()
 
     def wait(self) -> None:
-        """Let a background save finish; its directory is in place on return."""
+        """Let a background save finish; its directory is in place on return. A save that
+        failed has its temporary removed and raises (NoSpaceLeft for a full disk)."""
         if self._pending is None:
             return
-        (future, tmp, final), self._pending = self._pending, None
+        (future, tmp, final, then), self._pending = self._pending, None
+        with full_disk_named(final, then), self._removed_on_failure(tmp):
+            try:
+                future.result()
+            except (Exception, CheckpointException) as err:  # the latter is not an Exception
+                if no_space_left(err):
+                    raise  # said by full_disk_named
+                raise TrainingError(
+                    f"{self.run_dir}: the background save of {final.name} failed ({type(err).__name__}: "
+                    f"{first_line(_rank_failure(err))}); {then}"
+                ) from None
+            # Rank 0's save returns once its index is written, after every rank reported its part.
+            if self.rank == 0:
+                self._put_in_place(tmp, final)
+
+    def close(self) -> None:
+        """After training stopped on an error: let a background save end (in place if it
+        succeeded, its temporary removed if not) without raising; the first error counts."""
         try:
-            future.result()
-        except Exception as err:
-            raise TrainingError(
-                f"{self.run_dir}: the background save of {final.name} failed ({type(err).__name__}: {first_line(err)}); "
-                f"{last_good_checkpoint(self.run_dir)}"
-            ) from None
-        # Rank 0's save returns once its index is written, after every rank reported its part.
-        if self.rank == 0:
-            self._put_in_place(tmp, final)
+            self.wait()
+        except (Exception, CheckpointException):
+            pass
+
+    @contextlib.contextmanager
+    def _removed_on_failure(self, tmp: Path):
+        """A save that fails leaves no temporary directory: rank 0 removes it once every rank
+        is done with it (DCP reports a rank's failure to all of them after the writes)."""
+        try:
+            yield
+        except BaseException:
+            if self.rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
     def _put_in_place(self, tmp: Path, final: Path) -> None:
         if final.exists():  # re-saving the same step (e.g. after a resume)
@@ -288,9 +313,9 @@ def load_sharded_into(directory: Path, state: dict[str, Any], distributed: bool)
 def _read_dcp(directory: Path, read) -> None:
     reader = _SafeFileSystemReader(directory)
     reader.read_metadata()  # its refusal in its own words (DCP would wrap it in an AssertionError)
+    _single_process_quiet()
     try:
-        with _single_process_quiet():
-            read(reader)
+        read(reader)
     except (Exception, CheckpointException) as err:  # the latter is not an Exception
         cause = _rank_failure(err)
         if isinstance(cause, CheckpointCorrupt):
@@ -300,12 +325,12 @@ def _read_dcp(directory: Path, read) -> None:
         raise CheckpointCorrupt(f"{directory}: cannot read checkpoint ({type(cause).__name__}: {first_line(cause)})") from None
 
 
-@contextlib.contextmanager
-def _single_process_quiet():
-    """DCP warns that it assumes one process whenever no process group exists: that is meant."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        yield
+def _single_process_quiet() -> None:
+    """DCP warns that it assumes one process whenever no process group exists: that is meant.
+    Ignored for the whole process, not around the call: an asynchronous save warns from its own
+    thread, after the call returned. Installed at each call (once there, it stays one filter):
+    whoever saved the filters before (a caller's catch_warnings, pytest) may have restored them."""
+    warnings.filterwarnings("ignore", message="torch.distributed is disabled")
 
 
 def _rank_failure(err: Exception) -> BaseException:

@@ -46,6 +46,7 @@ from torch.distributed.checkpoint.metadata import (
 )
 
 from ..json_files import RECORD_BYTES, read_json
+from ..outputs import full_disk_named
 from .distributed import World, all_reduce_max
 from .errors import CheckpointCorrupt, UnsafeCheckpoint
 
@@ -84,17 +85,25 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 class DigestingWriter(dcp.FileSystemWriter):
     """DCP's file writer, plus ``digests.json``: every rank records the files it wrote, rank 0
     (DCP's coordinator, whose ``finish`` runs once every rank's ``write_data`` returned) merges
-    the records and adds the index's."""
+    the records and adds the index's.
+
+    A rank that finds the disk full raises NoSpaceLeft: DCP pickles a rank's error to hand it to
+    the others, which drops the OSError that torch's zip writer raised its own error over."""
 
     def write_data(self, plan, planner):
-        future = super().write_data(plan, planner)
-        names = sorted({result.storage_data.relative_path for result in future.wait()})
         directory = Path(self.path)
-        # __R_ is the prefix DCP gave this rank's files (FileSystemWriter.prepare_global_plan).
-        _write_json(directory / f"{plan.storage_data.prefix}{DIGESTS}", {n: _record(directory / n) for n in names})
+        with full_disk_named(directory):
+            future = super().write_data(plan, planner)
+            names = sorted({result.storage_data.relative_path for result in future.wait()})
+            # __R_ is the prefix DCP gave this rank's files (FileSystemWriter.prepare_global_plan).
+            _write_json(directory / f"{plan.storage_data.prefix}{DIGESTS}", {n: _record(directory / n) for n in names})
         return future
 
     def finish(self, metadata, results) -> None:
+        with full_disk_named(self.path):
+            self._finish(metadata, results)
+
+    def _finish(self, metadata, results) -> None:
         super().finish(metadata, results)  # writes the index
         directory = Path(self.path)
         files: dict[str, Any] = {}

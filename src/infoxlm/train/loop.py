@@ -174,7 +174,8 @@ class Trainer:
             return
         tokenizer = Tokenizer.from_pretrained(source)
         if tokenizer.fingerprint == self.store.info.get("tokenizer", {}).get("fingerprint"):
-            tokenizer.save_pretrained(target)
+            with atomic_dir(target) as tmp:  # a partial copy would be taken for the run's tokenizer
+                tokenizer.save_pretrained(tmp)
 
     def _choose_max_tokens(self, first_step: int) -> None:
         """data.max_tokens left unset: 16,384 on a CPU; on a GPU the largest micro-batch budget
@@ -280,6 +281,7 @@ class Trainer:
             ) from None
         finally:
             bar.close()
+            self.checkpoints.close()  # a background save still running after an error ends complete or removed
             log.close(timeout=1.0 if interrupted else TENSORBOARD_CLOSE_TIMEOUT_S)
 
     def summary(self) -> str:

@@ -3,7 +3,9 @@ and Weights & Biases when asked for (``run.wandb=true``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
 import threading
 import time
@@ -12,7 +14,7 @@ from typing import Any
 
 from ..errors import InfoXLMError
 from ..json_files import parse_json
-from ..outputs import atomic_file
+from ..outputs import atomic_file, full_disk_named, no_space_left
 
 # How long closing may wait for TensorBoard's writer thread: an interrupted run must end
 # within seconds, and a writer whose queue an interrupt left inconsistent never finishes.
@@ -24,7 +26,8 @@ class MetricsLog:
 
     ``resume_step``: the step the run continues from. Lines of later steps (logged by a run
     killed after its last checkpoint) are dropped from metrics.jsonl first, and TensorBoard
-    purges its events of those steps, so that every step appears once.
+    purges its events of those steps, so that every step appears once. Each line is appended
+    whole or not at all: a write that fails (a full disk) is cut off again before it raises.
     """
 
     def __init__(self, run_dir: Path, enabled: bool = True, resume_step: int = 0, wandb: "WandbSink | None" = None):
@@ -35,24 +38,31 @@ class MetricsLog:
         if not enabled:
             return
         run_dir.mkdir(parents=True, exist_ok=True)
-        path = run_dir / "metrics.jsonl"
-        truncate_metrics(path, resume_step)
-        self._file = open(path, "a", encoding="utf-8")
+        self.path = run_dir / "metrics.jsonl"
+        truncate_metrics(self.path, resume_step)
+        with full_disk_named(self.path):
+            self._file = open(self.path, "ab", buffering=0)  # each line goes to the file system at once
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:  # tensorboard is optional: pip install 'infoxlm[tb]'
             return
-        # Steps are logged after they ran (1 …); events of steps after resume_step are hidden.
-        self._tensorboard = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=resume_step + 1)
+        self._tensorboard_dir = run_dir / "tensorboard"
+        with full_disk_named(self._tensorboard_dir):
+            # Steps are logged after they ran (1 …); events of steps after resume_step are hidden.
+            self._tensorboard = SummaryWriter(log_dir=str(self._tensorboard_dir), purge_step=resume_step + 1)
+        self._thread_hook = threading.excepthook
+        threading.excepthook = _quiet_writer_thread(self._thread_hook)
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
         if not self.enabled:
             return
-        self._file.write(json.dumps({"step": step, "time": time.time(), **metrics}) + "\n")
-        self._file.flush()
+        line = json.dumps({"step": step, "time": time.time(), **metrics}) + "\n"
+        with full_disk_named(self.path):
+            _append_whole(self._file, line.encode("utf-8"))
         if self._tensorboard is not None:
-            for name, value in metrics.items():
-                self._tensorboard.add_scalar(name, value, step)
+            with full_disk_named(self._tensorboard_dir):  # the writer thread's error, raised here
+                for name, value in metrics.items():
+                    self._tensorboard.add_scalar(name, value, step)
         if self._wandb is not None:
             self._wandb.log(step, metrics)
 
@@ -64,12 +74,48 @@ class MetricsLog:
             self._file = None
         writer, self._tensorboard = self._tensorboard, None
         if writer is not None:
-            closing = threading.Thread(target=writer.close, name="close-tensorboard", daemon=True)
+            closing = threading.Thread(target=_close_unless_full, args=(writer,), name="close-tensorboard", daemon=True)
             closing.start()
             closing.join(timeout)
+            threading.excepthook = self._thread_hook
         if self._wandb is not None:
             self._wandb.close()
             self._wandb = None
+
+
+def _quiet_writer_thread(hook):
+    """``hook`` (a threading.excepthook), except for a full disk met by TensorBoard's writer
+    thread: the thread keeps that error and the next add_scalar raises it, where it is said in
+    one line; printed from the thread as well, it would come with a traceback."""
+
+    def quiet(args) -> None:
+        if not (type(args.thread).__module__.startswith("tensorboard.") and no_space_left(args.exc_value)):
+            hook(args)
+
+    return quiet
+
+
+def _close_unless_full(writer) -> None:
+    """Close TensorBoard's writer; one that found the disk full has said so (see above)."""
+    try:
+        writer.close()
+    except Exception as err:
+        if not no_space_left(err):
+            raise
+
+
+def _append_whole(file, data: bytes) -> None:
+    """Append ``data`` to an unbuffered file, or cut a partial write back off and raise: a torn
+    last line would be read as the end of the log by anything that follows it."""
+    size = os.fstat(file.fileno()).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[file.write(view):]  # a full disk takes part of a write, then refuses
+    except BaseException:
+        with contextlib.suppress(OSError):  # shrinking a file needs no space
+            file.truncate(size)
+        raise
 
 
 def truncate_metrics(path: Path, last_step: int) -> None:

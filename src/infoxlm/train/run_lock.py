@@ -52,8 +52,11 @@ class RunLock:
         created, held, refusal = CreatedPaths(run_dir), contextlib.ExitStack(), None
         if world.is_main:
             try:
+                made = not run_dir.exists()
                 created.mkdir(run_dir)
                 refusal = _lock(run_dir, held, created)
+                if made and refusal is None:  # locked: what is written in it now is this command's alone
+                    created.tree(run_dir)
             except OSError as err:  # no permission, no space: the other ranks must hear of it too
                 created.undo()
                 if not world.distributed:
@@ -73,8 +76,9 @@ class RunLock:
 
     def release(self, started: bool = True) -> None:
         """Give the directory up. ``started=False`` (the command could not start): also remove
-        the lock file and the directories made for it, if it made them, so that it leaves
-        nothing behind."""
+        the lock file and the directories made for it, if it made them, and a run directory it
+        made with all that the start wrote in it (config.json of a start that filled the disk),
+        so that it leaves nothing behind."""
         if not started:
             self._created.undo()  # while still held
         self._held.close()
