@@ -288,8 +288,8 @@ def test_tokenizer_train_that_fills_the_disk_leaves_the_output_as_it_was(tmp_pat
         (out / "notes.txt").write_text("mine")
         capsys.readouterr()
     before = {p.name: p.read_bytes() for p in out.iterdir()} if existing else None
-    real_train = training._train_unigram
-    monkeypatch.setattr(training, "_train_unigram", lambda *a, **k: _SavesOnAFullDisk(real_train(*a, **k)))
+    real_train = training.train_unigram  # the name tokenizer_training calls
+    monkeypatch.setattr(training, "train_unigram", lambda *a, **k: _SavesOnAFullDisk(real_train(*a, **k)))
     err = fails(capsys, "tokenizer", "train", "--input", text, "--output", out, "--vocab-size", "40", "--no-progress")
     assert err == f"infoxlm: error: no space left on device while writing {out}"
     if existing:
