@@ -108,6 +108,7 @@ def test_pretrain_on_a_disk_that_fills_ends_in_one_line_naming_the_checkpoint(ti
     real_save = checkpoint.CheckpointWriter.save
 
     def save_filling_at_step_2(self, step, state):
+        self.wait()  # a background save of step 1 still writing (a busy host) ends on a disk with room
         disk.full = step >= 2
         return real_save(self, step, state)
 
