@@ -39,7 +39,7 @@ from typing import Iterator
 
 from .created_paths import naming
 from .errors import InfoXLMError
-from .json_files import parse_json
+from .json_files import file_kind, parse_json
 
 try:
     import fcntl
@@ -53,14 +53,6 @@ LOCKS_WORK = fcntl is not None
 # does not make the open wait for a writer (it is then refused as not a regular file).
 _NOT_FOLLOWED = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _RECORD_BYTES = 4096  # a record is far shorter: what holds more is not one
-_KINDS = (
-    (stat.S_ISLNK, "a symbolic link"),
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a named pipe"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-)
 
 
 @dataclass(frozen=True)
@@ -181,12 +173,11 @@ def _open_lock_file(path: Path) -> tuple[int, bool]:
 
 
 def _refusal(path: Path, mode: int) -> NotALockFile | None:
-    """Why a file of ``mode`` at ``path`` is not a lock file; None for a regular file."""
-    for test, kind in _KINDS:
-        if test(mode):
-            target = f" (to {os.readlink(path)})" if kind == "a symbolic link" else ""
-            return NotALockFile(path, f"is {kind}{target}, not a regular file")
-    return None if stat.S_ISREG(mode) else NotALockFile(path, "is not a regular file")
+    """Why a file of ``mode`` (an lstat's) at ``path`` is not a lock file; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    target = f" (to {os.readlink(path)})" if stat.S_ISLNK(mode) else ""
+    return NotALockFile(path, f"is {file_kind(mode)}{target}, not a regular file")
 
 
 def _lock(fd: int, path: Path, wait: bool, created: bool) -> bool:

@@ -28,8 +28,8 @@ from typing import Any
 
 from .errors import InfoXLMError, file_error
 
-__all__ = ["CONFIG_BYTES", "DATA_BYTES", "MAX_DEPTH", "RECORD_BYTES", "TOKENIZER_BYTES", "parse_json", "read_json",
-           "read_small_file"]
+__all__ = ["CONFIG_BYTES", "DATA_BYTES", "MAX_DEPTH", "RECORD_BYTES", "TOKENIZER_BYTES", "file_kind", "parse_json",
+           "read_json", "read_small_file"]
 
 # The largest file of each kind that is read. Far above any real one, far below what would
 # exhaust memory.
@@ -45,6 +45,7 @@ MAX_DEPTH = 100
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),  # (an lstat's mode)
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a named pipe"),
     (stat.S_ISCHR, "a character device"),
@@ -150,9 +151,14 @@ def _nests_deeper(value: Any, limit: int) -> bool:
     return False
 
 
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` (a stat's st_mode) is when it is not a regular file, in words."""
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
 def _not_regular(path: str | Path, mode: int) -> str:
     """What ``path`` (of ``mode``, links followed) is instead of a regular file, in words."""
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    kind = file_kind(mode)
     if os.path.islink(path):
         kind += f" (a link to {os.readlink(path)})"
     return f"is {kind}" if stat.S_ISDIR(mode) else f"is {kind}, not a regular file"
