@@ -186,15 +186,6 @@ def test_embed_that_fails_while_writing_leaves_no_temporary(tiny_model_dir, tmp_
 # --- eval tatoeba --------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def tatoeba(tmp_path) -> Path:
-    data = tmp_path / "tatoeba"
-    data.mkdir()
-    (data / "tatoeba.deu-eng.deu").write_text("Die Katze schläft.\nÖffne die Datei.\n")
-    (data / "tatoeba.deu-eng.eng").write_text("The cat sleeps.\nOpen the file.\n")
-    return data
-
-
 def test_eval_output_that_is_a_directory_is_refused_up_front(tiny_model_dir, tatoeba, tmp_path, capsys, monkeypatch):
     import infoxlm.eval.tatoeba
 

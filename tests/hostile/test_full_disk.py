@@ -226,15 +226,6 @@ def test_embed_that_fills_the_disk_leaves_nothing(tiny_model_dir, tmp_path, caps
     assert listing(tmp_path) == ["in.txt"]
 
 
-@pytest.fixture
-def tatoeba(tmp_path) -> Path:
-    data = tmp_path / "tatoeba"
-    data.mkdir()
-    (data / "tatoeba.deu-eng.deu").write_text("Die Katze schläft.\nÖffne die Datei.\n")
-    (data / "tatoeba.deu-eng.eng").write_text("The cat sleeps.\nOpen the file.\n")
-    return data
-
-
 @pytest.mark.parametrize("filled_by", ["json", "png"])
 def test_eval_that_fills_the_disk_leaves_neither_the_json_nor_the_plot(tiny_model_dir, tatoeba, tmp_path, capsys,
                                                                       monkeypatch, filled_by):
