@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -116,3 +118,13 @@ def offline_hub(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     return tmp_path / "hf-cache"
+
+
+# Hostile-input tests of embed and eval share it.
+@pytest.fixture
+def tatoeba(tmp_path) -> Path:
+    data = tmp_path / "tatoeba"
+    data.mkdir()
+    (data / "tatoeba.deu-eng.deu").write_text("Die Katze schläft.\nÖffne die Datei.\n")
+    (data / "tatoeba.deu-eng.eng").write_text("The cat sleeps.\nOpen the file.\n")
+    return data
