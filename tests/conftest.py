@@ -120,6 +120,16 @@ def offline_hub(tmp_path, monkeypatch):
     return tmp_path / "hf-cache"
 
 
+@pytest.fixture(scope="module")
+def built_store(tmp_path_factory) -> Path:
+    """A token store of a few languages and pairs (``training_stores.build_store``), one per module."""
+    from training_stores import build_store
+
+    root = tmp_path_factory.mktemp("built") / "store"
+    build_store(root)
+    return root
+
+
 # Hostile-input tests of embed and eval share it.
 @pytest.fixture
 def tatoeba(tmp_path) -> Path:

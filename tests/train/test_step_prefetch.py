@@ -21,7 +21,6 @@ from infoxlm.train.loop import pretrain
 from infoxlm.train.step_prefetch import StepPrefetcher
 from infoxlm.train.presets import preset
 
-from training_stores import build_store
 
 
 class Recording:
@@ -68,19 +67,12 @@ def test_an_error_while_building_ahead_reaches_the_caller_at_its_step():
             data.step(1)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("prefetch") / "store"
-    build_store(root)
-    return root
-
-
-def test_prefetched_data_is_the_pipelines_own(store):
+def test_prefetched_data_is_the_pipelines_own(built_store):
     config = PipelineConfig(
         mmlm_batch_size=8, tlm_batch_size=8, xlco_batch_size=4, block_size=64, tlm_max_length=64, xlco_max_length=64,
         max_tokens=256,
     )  # fmt: skip
-    pipeline = DataPipeline(TokenStore.open(store), config)
+    pipeline = DataPipeline(TokenStore.open(built_store), config)
     with StepPrefetcher(pipeline, World(), last_step=4) as data:
         for step in range(4):
             ours, theirs = data.step(step), pipeline.step(step)
@@ -90,12 +82,12 @@ def test_prefetched_data_is_the_pipelines_own(store):
                     assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.packing.cu_seqlens, b.packing.cu_seqlens)
 
 
-def test_a_run_computes_the_same_with_and_without_prefetching(store, tmp_path):
+def test_a_run_computes_the_same_with_and_without_prefetching(built_store, tmp_path):
     rows = {}
     for flag in ("true", "false"):
         cfg = apply_overrides(preset("test"), ["optim.max_steps=4", f"run.prefetch_data={flag}"])
         with contextlib.redirect_stdout(io.StringIO()):
-            run = pretrain(cfg, store, tmp_path / flag, progress=False)
+            run = pretrain(cfg, built_store, tmp_path / flag, progress=False)
         rows[flag] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     keys = ("loss/mmlm", "loss/tlm", "loss/xlco", "grad_norm")
     np.testing.assert_array_equal(*([[r[k] for k in keys] for r in rows[f]] for f in ("true", "false")))

@@ -40,7 +40,6 @@ from infoxlm.train.token_budget import (
     share_bounds,
 )
 
-from training_stores import build_store
 
 # BENCHMARKS.md, "GPU: one H100, base and large": infoxlm's peak (its tensors between steps +
 # the peak growth of one step, torch.cuda.max_memory_allocated) with the bench's GPU batches.
@@ -110,11 +109,11 @@ def test_the_first_step_adds_gradients_and_adamw_and_weight_copies_or_fsdps_gath
     assert first_step_bytes(model, bf16=True, sharded=True) == (4 + 8) * trainable + (root + 2 * layer) * (2 + 2 + 4)
 
 
-def test_without_the_fast_paths_padded_positions_count_at_four_bytes(store):
+def test_without_the_fast_paths_padded_positions_count_at_four_bytes(built_store):
     batches = [f"data.{o}_batch_size=64" for o in ("mmlm", "tlm", "xlco")]  # shares bound by what is seen
     config = apply_overrides(preset("test"), ["data.max_tokens=auto", *batches])
     model = joint_model("tiny", 200, config.contrast.layer, config.contrast.queue_size)
-    pipeline = DataPipeline(TokenStore.open(store), config.data)
+    pipeline = DataPipeline(TokenStore.open(built_store), config.data)
     gpu = World(device=torch.device("cuda"))
     fast = peak_estimate(config, gpu, model, pipeline, 0, bf16=True, sharded=False)
     plain = peak_estimate(apply_overrides(config, ["run.fast_paths=false"]), gpu, model, pipeline, 0, bf16=True, sharded=False)
@@ -172,18 +171,11 @@ def test_base_with_the_papers_batches_on_an_80_gb_card_takes_65536():
     assert choose_max_tokens(peak, 1024, free, 79.1 * GIB).max_tokens == 65_536
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("budget") / "store"
-    build_store(root)
-    return root
-
-
-def test_a_gpu_run_left_unset_chooses_from_the_memory_it_is_given(store):
+def test_a_gpu_run_left_unset_chooses_from_the_memory_it_is_given(built_store):
     config = apply_overrides(preset("test"), ["data.max_tokens=auto"])
     assert config.data.max_tokens is None
     model = joint_model("tiny", 200, config.contrast.layer, config.contrast.queue_size)
-    pipeline = DataPipeline(TokenStore.open(store), config.data)
+    pipeline = DataPipeline(TokenStore.open(built_store), config.data)
     gpu = World(device=torch.device("cuda"))  # never touched: the memory is handed in
     tokens, message = resolve_max_tokens(config, gpu, model, pipeline, 0, bf16=True, sharded=False,
                                      memory=(70 * GIB, 80 * GIB))  # fmt: skip
@@ -197,19 +189,19 @@ def test_a_gpu_run_left_unset_chooses_from_the_memory_it_is_given(store):
     assert resolve_max_tokens(told, gpu, model, pipeline, 0, bf16=True, sharded=False) == (4096, None)
 
 
-def test_the_budget_is_an_execution_choice_a_run_records_and_may_change_when_resumed(store, tmp_path):
+def test_the_budget_is_an_execution_choice_a_run_records_and_may_change_when_resumed(built_store, tmp_path):
     run = tmp_path / "run"
     unset = apply_overrides(preset("test"), ["data.max_tokens=null", "optim.max_steps=4", "run.save_every=2"])
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         with pytest.raises(RunStopped):
-            pretrain(unset, store, run, progress=False, stop_at=2)
+            pretrain(unset, built_store, run, progress=False, stop_at=2)
         assert json.loads((run / "config.json").read_text())["data"]["max_tokens"] == CPU_MAX_TOKENS
-        pretrain(apply_overrides(unset, ["data.max_tokens=512"]), store, run, progress=False)  # no --allow-config-change
+        pretrain(apply_overrides(unset, ["data.max_tokens=512"]), built_store, run, progress=False)  # no --allow-config-change
     assert json.loads((run / "config.json").read_text())["data"]["max_tokens"] == 512
 
 
-def test_a_pipeline_cut_to_another_budget_draws_the_same_examples(store):
-    pipeline = DataPipeline(TokenStore.open(store), PipelineConfig(mmlm_batch_size=16, tlm_batch_size=16,
+def test_a_pipeline_cut_to_another_budget_draws_the_same_examples(built_store):
+    pipeline = DataPipeline(TokenStore.open(built_store), PipelineConfig(mmlm_batch_size=16, tlm_batch_size=16,
                                                                    xlco_batch_size=16, block_size=64,
                                                                    tlm_max_length=64, xlco_max_length=32))  # fmt: skip
     assert pipeline.config.effective_max_tokens == 16_384

@@ -50,11 +50,11 @@ from .joint_step import NO_PHASES, StepPhases, build_joint_step, computes_in_bf1
 from .metrics import TENSORBOARD_CLOSE_TIMEOUT_S, MetricsLog, WandbSink
 from .model_build import build_model, check_init_tokenizer
 from .parallelism import is_sharded, whole_state
-from .step_prefetch import StepPrefetcher
 from .resume import STORE_IDENTITY_FILE, Resume, split_state, tensor_state
 from .run_lock import RunLock
 from .stopping import RunStopped, StopRequest
 from .step_estimate import estimate_step
+from .step_prefetch import StepPrefetcher
 from .store_identity import store_identity
 from .token_budget import resolve_max_tokens
 
