@@ -49,3 +49,21 @@ def test_the_loss_figure_has_a_panel_per_objective_and_a_line_per_run_that_has_p
     assert list(fig.axes[2].get_lines()[0].get_ydata()) == [4.0, 3.0]
     assert plot_losses(curves, ["MMLM", "TLM", "XLCO"], tmp_path / "loss.png").stat().st_size > 1000
 
+
+
+def test_a_plot_that_fills_the_disk_leaves_no_half_png_and_names_its_path(tmp_path, monkeypatch):
+    import errno
+
+    from matplotlib.figure import Figure
+
+    from infoxlm.outputs import NoSpaceLeft
+
+    def savefig(self, path, *args, **kwargs):  # matplotlib passes write(2)'s error on, nameless
+        open(path, "wb").write(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    png = tmp_path / "plots" / "losses.png"
+    with pytest.raises(NoSpaceLeft, match=f"no space left on device while writing {png}$"):
+        plot_losses({"run": {"mmlm": [(1, 2.0), (2, 1.5)]}}, ["mmlm"], png)
+    assert not (tmp_path / "plots").exists()

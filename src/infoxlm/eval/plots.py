@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..outputs import atomic_file
+
 PERCENT = (0.0, 100.0)  # the y-range of every accuracy axis
 
 
@@ -112,7 +114,11 @@ def _legend_beside(ax: Any) -> None:
 
 
 def _save(fig: Any, path: Path) -> Path:
+    """The figure written whole or not at all (a full disk leaves no half PNG, and says so)."""
     fig.tight_layout()  # makes room for the legend beside the axes
-    fig.savefig(path)
-    _pyplot().close(fig)
+    try:
+        with atomic_file(path) as tmp:
+            fig.savefig(tmp)
+    finally:
+        _pyplot().close(fig)
     return path

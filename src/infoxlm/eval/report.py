@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import EvalDataError
 from ..json_files import RECORD_BYTES, read_json
 from .results import average, markdown_table, transfer_gap
-from ..outputs import atomic_file
+from ..outputs import write_text_atomically
 from . import paper_results as paper
 from .plots import plot_bars
 from ..model.sentence_layer import default_layer
@@ -315,6 +315,5 @@ def write_report(paths: list[str | Path], output: str | Path) -> tuple[str, list
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     markdown = build_report(g)
-    with atomic_file(out / "report.md") as tmp:
-        tmp.write_text(markdown, encoding="utf-8")
+    write_text_atomically(out / "report.md", markdown)
     return markdown, write_plots(g, out)
