@@ -271,3 +271,23 @@ def test_continues_from_an_exported_checkpoint(store, tmp_path):
     cfg = apply_overrides(preset("test"), ["optim.max_steps=2", f"model.init={init}"])
     second = quiet(pretrain, cfg, store, tmp_path / "b", progress=False)
     assert losses(second)[0]["loss/mmlm"] < losses(first)[0]["loss/mmlm"]
+
+
+def test_a_run_with_schedules_resumes_exactly_across_their_boundaries(store, tmp_path):
+    from infoxlm.train.stopping import RunStopped
+
+    cfg = apply_overrides(preset("test"), [
+        "optim.max_steps=6", "optim.warmup_steps=1", "optim.schedule=wsd", "optim.decay_fraction=0.5",
+        "data.mask_schedule=0:0.15,3:0.4", "data.alpha_schedule=0:0.7,3:0.3", "data.language_starts=fr:3",
+    ])  # fmt: skip
+    straight = quiet(pretrain, cfg, store, tmp_path / "straight", progress=False)
+    with pytest.raises(RunStopped):
+        quiet(pretrain, cfg, store, tmp_path / "stopped", progress=False, stop_at=3)
+    resumed = quiet(pretrain, cfg, store, tmp_path / "stopped", progress=False)
+    a = load_file(export(straight, tmp_path / "a") / "model.safetensors")
+    b = load_file(export(resumed, tmp_path / "b") / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    rows = losses(straight)
+    assert [r["loss/tlm"] for r in losses(resumed)] == [r["loss/tlm"] for r in rows]
+    # Warm-up for 1 step, the peak held, then the last half of the 6 steps falling to 0.
+    assert [round(r["lr"] / cfg.optim.lr, 3) for r in rows] == [1.0, 1.0, 1.0, 1.0, 0.667, 0.333]

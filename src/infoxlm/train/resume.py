@@ -28,7 +28,7 @@ from .config import EXECUTION_FIELDS, OptimConfig, TrainConfig
 from .distributed import World
 from .errors import CheckpointCorrupt, TrainingError
 from .joint_step import JointStep
-from .optim import linear_warmup_decay
+from .optim import learning_rate_multiplier
 from .store_identity import corpus_changes, tokenizer_change
 
 # What a run reads from a sharded checkpoint before it builds the model (to check the resume).
@@ -182,7 +182,9 @@ def apply_optim_config(optimizer: torch.optim.Optimizer, scheduler: torch.optim.
     for group in optimizer.param_groups:
         group.update(betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, initial_lr=cfg.lr)
         # What LambdaLR computes at this step: base_lr × multiplier.
-        group["lr"] = cfg.lr * linear_warmup_decay(scheduler.last_epoch, cfg.warmup_steps, cfg.max_steps)
+        group["lr"] = cfg.lr * learning_rate_multiplier(
+            scheduler.last_epoch, cfg.warmup_steps, cfg.max_steps, cfg.schedule, cfg.decay_fraction
+        )
         lrs.append(group["lr"])
     scheduler._last_lr = lrs
 
