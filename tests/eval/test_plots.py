@@ -49,3 +49,13 @@ def test_the_loss_figure_has_a_panel_per_objective_and_a_line_per_run_that_has_p
     assert list(fig.axes[2].get_lines()[0].get_ydata()) == [4.0, 3.0]
     assert plot_losses(curves, ["MMLM", "TLM", "XLCO"], tmp_path / "loss.png").stat().st_size > 1000
 
+
+
+def test_a_layerwise_figure_of_other_scores_has_a_line_per_score():
+    """BUCC draws F1 per split, xsim its error rates: the lines and the axis are the caller's."""
+    curves = {"": {k: {"sample F1": 50.0 + k, "training F1": 60.0, "test F1": 70.0} for k in range(3)}}
+    fig = layerwise_figure(curves, "BUCC", lines=["sample F1", "training F1", "test F1"], ylabel="F1 (%)")
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["sample F1", "training F1", "test F1"]
+    assert list(ax.get_lines()[0].get_ydata()) == [50.0, 51.0, 52.0] and ax.get_ylabel() == "F1 (%)"
+    assert [line.get_linestyle() for line in ax.get_lines()] == ["-", "--", ":"]
