@@ -75,7 +75,7 @@ def _eval_tatoeba(args: argparse.Namespace, model: OpenedModel, languages: list[
     _print_table({**layers[choice.shown], "layer_rule": choice.rule})  # never the layer best on test
     if choice.every:
         print_layer_table(layers, choice.shown, "by layer, average top-1 (%)",
-                          {d: lambda block, d=d: block["average"][d] for d in ("xx2en", "en2xx")})
+                          {arrow: lambda block, d=d: block["average"][d] for arrow, d in (("xx→en", "xx2en"), ("en→xx", "en2xx"))})
     print(f"wrote {args.output}" + (f" and {png}" if png else "") + f" ({model.source.describe()})")
     print_cut_lines(result["cut_lines"])
     return 0
