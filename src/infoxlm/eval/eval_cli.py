@@ -1,4 +1,4 @@
-"""``infoxlm eval tatoeba`` (mlqa-score from its own module)."""
+"""``infoxlm eval``: tatoeba here; bucc, xsim and mlqa-score from their own modules."""
 
 from __future__ import annotations
 
@@ -6,15 +6,17 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ..cli_args import add_model_arguments
+from .bucc_cli import add_bucc_command
 from .embedding_eval import LayerChoice, add_layer_arguments, print_cut_lines, print_layer_table, requested_layer
 from .mlqa_cli import add_mlqa_score_command
+from .xsim_cli import add_xsim_command
 
 if TYPE_CHECKING:  # the parsers import no torch (cli.py)
     from ..train.model_source import OpenedModel
 
 
 def add_eval_commands(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("eval", help="evaluate a model (Tatoeba retrieval) or score MLQA predictions")
+    p = commands.add_parser("eval", help="evaluate a model (Tatoeba retrieval, BUCC and Flores mining) or score MLQA predictions")
     sub = p.add_subparsers(metavar="TASK", required=True)
     add_mlqa_score_command(sub)
     t = sub.add_parser(
@@ -44,6 +46,8 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
     t.add_argument("--langs", nargs="+", default=None, help="codes (de or deu) or presets paper14, xtreme36 (default: all in --data)")
     add_layer_arguments(t, "hidden_states index, or 'all' (default: XTREME's layer, see above)")
     t.set_defaults(func=run_eval_tatoeba)
+    add_bucc_command(sub)
+    add_xsim_command(sub)
 
 
 def run_eval_tatoeba(args: argparse.Namespace) -> int:
