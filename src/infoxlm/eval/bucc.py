@@ -157,8 +157,8 @@ def evaluate_bucc(
             candidates[k][(split.pair, split.name)] = id_candidates(split, mined, src_texts, trg_texts)
     blocks, predictions = {}, {}
     for k in layers:
-        blocks[k], predictions[k] = _layer_block(splits, candidates[k], tune_on)
-        blocks[k] = {"layer": k, "pooling": pooling, **blocks[k]}
+        block, predictions[k] = _layer_block(splits, candidates[k], tune_on)
+        blocks[k] = {"layer": k, "pooling": pooling, **block}
     return blocks, predictions
 
 
