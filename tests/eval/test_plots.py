@@ -67,3 +67,13 @@ def test_a_plot_that_fills_the_disk_leaves_no_half_png_and_names_its_path(tmp_pa
     with pytest.raises(NoSpaceLeft, match=f"no space left on device while writing {png}$"):
         plot_losses({"run": {"mmlm": [(1, 2.0), (2, 1.5)]}}, ["mmlm"], png)
     assert not (tmp_path / "plots").exists()
+
+
+def test_a_layerwise_figure_of_other_scores_has_a_line_per_score():
+    """BUCC draws F1 per split, xsim its error rates: the lines and the axis are the caller's."""
+    curves = {"": {k: {"sample F1": 50.0 + k, "training F1": 60.0, "test F1": 70.0} for k in range(3)}}
+    fig = layerwise_figure(curves, "BUCC", lines=["sample F1", "training F1", "test F1"], ylabel="F1 (%)")
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["sample F1", "training F1", "test F1"]
+    assert list(ax.get_lines()[0].get_ydata()) == [50.0, 51.0, 52.0] and ax.get_ylabel() == "F1 (%)"
+    assert [line.get_linestyle() for line in ax.get_lines()] == ["-", "--", ":"]
