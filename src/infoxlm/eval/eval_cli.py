@@ -12,6 +12,7 @@ from ..corpus.long_lines import LongLines
 from ..errors import InfoXLMError
 from ..outputs import atomic_file, check_output_file
 from .mlqa_cli import add_mlqa_score_command
+from .xtreme_score_cli import add_xtreme_score_command
 
 if TYPE_CHECKING:  # the parsers import no torch (cli.py)
     from ..train.model_source import OpenedModel
@@ -21,6 +22,7 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("eval", help="evaluate a model (Tatoeba retrieval) or score MLQA predictions")
     sub = p.add_subparsers(metavar="TASK", required=True)
     add_mlqa_score_command(sub)
+    add_xtreme_score_command(sub)
     t = sub.add_parser(
         "tatoeba",
         help="bitext retrieval top-1 accuracy, both directions, at one layer or all",
