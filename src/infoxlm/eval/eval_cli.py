@@ -10,15 +10,17 @@ from .bucc_cli import add_bucc_command
 from .embedding_eval import LayerChoice, add_layer_arguments, print_cut_lines, print_layer_table, requested_layer
 from .mlqa_cli import add_mlqa_score_command
 from .xsim_cli import add_xsim_command
+from .xtreme_score_cli import add_xtreme_score_command
 
 if TYPE_CHECKING:  # the parsers import no torch (cli.py)
     from ..train.model_source import OpenedModel
 
 
 def add_eval_commands(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("eval", help="evaluate a model (Tatoeba retrieval, BUCC and Flores mining) or score MLQA predictions")
+    p = commands.add_parser("eval", help="evaluate a model (Tatoeba retrieval, BUCC and Flores mining) or score predictions (MLQA, XTREME)")
     sub = p.add_subparsers(metavar="TASK", required=True)
     add_mlqa_score_command(sub)
+    add_xtreme_score_command(sub)
     t = sub.add_parser(
         "tatoeba",
         help="bitext retrieval top-1 accuracy, both directions, at one layer or all",

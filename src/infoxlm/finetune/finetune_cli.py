@@ -10,10 +10,11 @@ from ..created_paths import CreatedPaths
 from ..outputs import check_output_dir
 from . import defaults
 from .defaults import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH
+from .tagging_cli import add_tagging_commands
 
 
 def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("finetune", help="fine-tune and evaluate on XNLI or MLQA (the paper's protocols)")
+    p = commands.add_parser("finetune", help="fine-tune and evaluate on XNLI or MLQA (the paper's protocols), WikiANN or UD-POS (XTREME's)")
     sub = p.add_subparsers(metavar="TASK", required=True)
     d = defaults.XNLI
     x = sub.add_parser(
@@ -89,6 +90,7 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
     m.add_argument("--doc-stride", type=positive_int, default=DOC_STRIDE, help=f"tokens between window starts (default: {DOC_STRIDE})")
     m.add_argument("--max-query-length", type=positive_int, default=MAX_QUERY_LENGTH, help=f"question tokens kept (default: {MAX_QUERY_LENGTH})")
     m.set_defaults(func=run_finetune_mlqa)
+    add_tagging_commands(sub)
 
 
 def _common(p: argparse.ArgumentParser, task: str, default_eval_every: int | None) -> None:
