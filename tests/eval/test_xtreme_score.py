@@ -105,3 +105,14 @@ def test_cli_prints_one_json_line_with_xtremes_keys(tmp_path, capsys):
     assert len(out) == 1 and json.loads(out[0]) == {"f1": 100.0, "precision": 100.0, "recall": 100.0}
     assert main(["eval", "xtreme-score", "--task", "panx", "--labels", str(labels), "--predictions", str(tmp_path / "none.tsv")]) == 1
     assert capsys.readouterr().err.splitlines()[-1] == f"infoxlm: error: {tmp_path / 'none.tsv'}: no such file; expected a UTF-8 file of one label per line"
+
+
+def test_without_seqeval_the_tagging_scores_name_the_extra(monkeypatch):
+    import sys
+
+    from infoxlm.errors import InfoXLMError
+    from infoxlm.eval.xtreme_score import tagging_scores
+
+    monkeypatch.setitem(sys.modules, "seqeval.metrics", None)  # import fails as if not installed
+    with pytest.raises(InfoXLMError, match=r"pip install 'infoxlm\[xtreme\]'"):
+        tagging_scores([["B-PER"]], [["B-PER"]])

@@ -33,7 +33,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import EvalDataError, file_error
+from ..errors import EvalDataError, InfoXLMError, file_error
 from ..json_files import DATA_BYTES, read_json
 
 TAGGING = ("panx", "udpos")
@@ -42,8 +42,17 @@ QA = ("xquad", "mlqa", "tydiqa")
 TASKS = (*TAGGING, *CLASSIFICATION, *QA)
 
 
+def require_seqeval() -> None:
+    """seqeval is an optional dependency (it brings scikit-learn): say which extra installs it."""
+    try:
+        import seqeval.metrics  # noqa: F401
+    except ImportError:
+        raise InfoXLMError("scoring PAN-X and UD-POS needs the seqeval package: pip install 'infoxlm[xtreme]'") from None
+
+
 def tagging_scores(labels: Sequence[Sequence[str]], predictions: Sequence[Sequence[str]]) -> dict[str, float]:
     """seqeval's entity-level F1, precision and recall (%) over sentences of labels."""
+    require_seqeval()
     from seqeval.metrics import f1_score, precision_score, recall_score
 
     labels, predictions = [list(s) for s in labels], [list(s) for s in predictions]

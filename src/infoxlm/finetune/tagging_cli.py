@@ -81,10 +81,12 @@ def run_finetune_tagging(args: argparse.Namespace) -> int:
     import torch
 
     from ..embedding import default_device
+    from ..eval.xtreme_score import require_seqeval
     from ..train.model_source import open_model
     from .tagging import run_tagging
     from .training import FinetuneConfig
 
+    require_seqeval()  # before any training, not at the first epoch's scores
     check_output_dir(args.output, written_by_us=is_tagging_run, flag=None, results_of_a_run=True)
     config = FinetuneConfig(lr=args.lr, batch_size=args.batch_size, epochs=args.epochs, warmup=args.warmup,
                             weight_decay=args.weight_decay, selection="last" if args.selection == "last" else "best",
