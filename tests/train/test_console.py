@@ -93,6 +93,17 @@ def test_summary_of_a_base_run_on_eight_gpus():
     assert len(lines) <= 8
 
 
+def test_summary_names_the_schedules_and_multiway_pairs():
+    config = apply_overrides(preset("base"), ["data.mask_schedule=0:0.3,2000:0.15", "data.alpha_schedule=0:0.7,2000:0.3",
+                                              "data.language_starts=sw:1000", "data.pairs=multiway", "optim.schedule=wsd",
+                                              "data.max_tokens=16384"])  # fmt: skip
+    text = "\n".join(config_summary(config, run_dir=Path("r"), preset="base", encoder=_Encoder(), store=_Store(),
+                                    device="cpu", processes=1, bf16=False, start_step=0))  # fmt: skip
+    assert "sampled p ∝ (n/N)^0:0.7,2000:0.3 (step:α), n in lines and pairs; mask rate 0:0.3,2000:0.15 (step:rate); " in text
+    assert "languages from steps sw:1000; 50% of pairs xx–yy through en" in text
+    assert "lr 0.0002, warm-up–stable–decay over the last 10%)" in text
+
+
 def test_step_line_and_the_next_command():
     line = step_line(20, 100, {"loss/mmlm": 2.0, "loss/xlco": 1.5, "xlco/accuracy": 0.25, "tokens_per_s": 99.6, "lr": 1e-4})
     assert line == "step 20/100: mmlm 2.000, xlco 1.500, acc 0.25, 100 tok/s, lr 1.0e-04"

@@ -231,26 +231,20 @@ class ExampleBuilder:
 
     def tlm(self, plan: PairPlan) -> Ragged:
         """``<s> a </s> b </s>``: a = src unless ``plan.swap``; truncated to ``tlm_max_length``."""
-        swap = plan.swap.astype(np.int64)
-        first = (plan.corpus, plan.index, swap)
-        second = (plan.corpus, plan.index, 1 - swap)
+        first, second = plan.parts(plan.swap)
         return self._framed(first, second, self.tlm_max_length)
 
     def xlco(self, plan: MixupPlan) -> tuple[Ragged, Ragged]:
         """(query views, key views), one of each per slot, row i of both from slot i."""
         pair = plan.pair
         n = len(pair.slots)
-        query_side = pair.swap.astype(np.int64)  # 1: the tgt language is the query
-        c1 = (pair.corpus, pair.index, query_side)
-        c2 = (pair.corpus, pair.index, 1 - query_side)
+        c1, c2 = pair.parts(pair.swap)  # swap: the tgt language is the query
         if plan.partner is None:
             # Both views in one pass: rows 0…n-1 are the query views, n…2n-1 the keys.
             views = self._framed(_concat(c1, c2), None, self.xlco_max_length)
         else:
             partner = plan.partner
-            d_query_side = partner.swap.astype(np.int64)
-            dq = (partner.corpus, partner.index, d_query_side)
-            dk = (partner.corpus, partner.index, 1 - d_query_side)
+            dq, dk = partner.parts(partner.swap)
             q_first, q_second = _ordered(c1, dq, plan.partner_first_in_query)
             k_first, k_second = _ordered(c2, dk, plan.partner_first_in_key)
             views = self._framed(_concat(q_first, k_first), _concat(q_second, k_second), self.xlco_max_length)

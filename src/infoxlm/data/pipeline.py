@@ -32,7 +32,8 @@ from .examples import ExampleBuilder
 from .keyed_random import KeyedRandom
 from .masking import MaskedSequences, check_mask_rates, mask_tokens
 from .sampling import SAMPLING_UNITS, check_alpha, language_probabilities
-from .schedule import MASK, MASK_KEY, OBJECTIVE_IDS, plan_blocks, plan_mixup, plan_pairs, rank_slots
+from .schedule import MASK, MASK_KEY, OBJECTIVE_IDS, PairPlan, plan_blocks, plan_mixup, plan_pairs, rank_slots
+from .multiway import PAIRINGS, PivotGroups
 from .step_schedules import Piecewise, active_names, language_starts
 from .store import StoreError, TokenStore
 
@@ -69,6 +70,11 @@ class PipelineConfig:
     mask_schedule: str | None = None  # "STEP:RATE,…" in place of mask_prob, e.g. "0:0.3,2000:0.15"
     alpha_schedule: str | None = None  # "STEP:ALPHA,…" in place of alpha, e.g. "0:0.7,2000:0.3"
     language_starts: str | None = None  # "LANG:STEP,…": languages sampled only from that step on
+    # TLM / XLCO pairs as stored ("english": en–xx), or also xx–yy through a shared pivot
+    # sentence for a share of them ("multiway", data/multiway.py).
+    pairs: str = "english"
+    multiway_share: float = 0.5
+    pivot: str = "en"
     # Padded tokens per micro-batch. None: left to the trainer (a GPU run picks it from its
     # memory, train/token_budget.py); DEFAULT_MAX_TOKENS wherever nothing picks it.
     max_tokens: int | None = None
@@ -99,6 +105,13 @@ class PipelineConfig:
         for alpha in self._schedule("alpha_schedule").values:
             check_alpha(alpha)
         language_starts(self.language_starts)
+        if self.pairs not in PAIRINGS:
+            raise ValueError(f"pairs must be one of {', '.join(PAIRINGS)}, got {self.pairs!r}")
+        share = self.multiway_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise ValueError(f"multiway_share must be a number in [0, 1], got {share!r}")
+        if not isinstance(self.pivot, str) or not self.pivot:
+            raise ValueError(f"pivot must be a language code (en), got {self.pivot!r}")
         for name in ("mixup", "mask_xlco"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -263,6 +276,10 @@ class DataPipeline:
         self._check_language_starts()
         self._by_schedule: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._mono_p, self._pair_p = self._probabilities(0)
+        self.pivot_groups = None
+        if config.pairs == "multiway" and wants_pairs:
+            sides = [tuple(zip(p.tokens, p.offsets)) for p in b.parallel]
+            self.pivot_groups = PivotGroups(sides, self._corpus_languages[1], config.pivot)
         # What step 0 samples, for the console and the model card.
         self.language_probabilities = {x: float(p) for x, p in zip(b.languages, self._mono_p) if x in self._sizes[0]}
         self.pair_probabilities = {x: float(p) for x, p in zip(b.pairs, self._pair_p) if x in self._sizes[1]}
@@ -371,14 +388,20 @@ class DataPipeline:
             return [f"{b.languages[l]} block {k}" for l, k in zip(plan.language.tolist(), plan.block.tolist())]
         pairs = plan if objective == "tlm" else plan.pair
 
-        def describe(p, i: int) -> str:
-            src, tgt = self.store.parallel[b.pairs[p.corpus[i]]].languages
-            first, second = (tgt, src) if p.swap[i] else (src, tgt)
-            return f"{b.pairs[p.corpus[i]]} pair {p.index[i]} ({first}→{second})"
+        def describe(p: PairPlan) -> list[str]:
+            first, second = p.parts(p.swap)
+            language = lambda part, i: self.store.parallel[b.pairs[part[0][i]]].languages[part[2][i]]  # noqa: E731
+            names = []
+            for i in range(len(slots)):
+                name = f"{b.pairs[p.corpus[i]]} pair {p.index[i]}"
+                if p.replace_side is not None and p.replace_side[i] >= 0:  # multi-way
+                    name += f" via {self.config.pivot} to {b.pairs[p.with_corpus[i]]} pair {p.with_index[i]}"
+                names.append(f"{name} ({language(first, i)}→{language(second, i)})")
+            return names
 
-        names = [describe(pairs, i) for i in range(len(slots))]
+        names = describe(pairs)
         if objective == "xlco" and plan.partner is not None:
-            names = [f"{name}, mixed with {describe(plan.partner, i)}" for i, name in enumerate(names)]
+            names = [f"{name}, mixed with {partner}" for name, partner in zip(names, describe(plan.partner))]
         return names
 
     def _plan(self, objective: str, step: int, slots: np.ndarray):
@@ -395,8 +418,16 @@ class DataPipeline:
         if not self._pair_p.sum():
             raise ValueError(f"{objective} is disabled (tlm_batch_size and xlco_batch_size are 0) in this config")
         if objective == "tlm":
-            return rng, plan_pairs(rng, pair_p, b.num_pairs)
-        return rng, plan_mixup(rng, pair_p, b.num_pairs, cfg.mixup)
+            return rng, self._through_pivot(rng, plan_pairs(rng, pair_p, b.num_pairs))
+        plan = plan_mixup(rng, pair_p, b.num_pairs, cfg.mixup)
+        plan.pair = self._through_pivot(rng, plan.pair)
+        return rng, plan
+
+    def _through_pivot(self, rng: KeyedRandom, plan: PairPlan) -> PairPlan:
+        """``plan`` with data.multiway_share of its pairs made xx–yy (``data.pairs=multiway``)."""
+        if self.pivot_groups is None:
+            return plan
+        return self.pivot_groups.apply(rng, plan, self.config.multiway_share)
 
     def _mask(self, sequences, streams, at_least_one: bool, rate: float) -> MaskedSequences:
         cfg = self.config
