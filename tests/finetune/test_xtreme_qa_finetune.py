@@ -67,3 +67,12 @@ def test_selections_without_their_dev_files_are_refused_in_one_line(tmp_path, ca
     assert "no dev-v1.1.json; selection on the English dev set (en-dev) needs" in capsys.readouterr().err
     assert finetune("xquad", tmp_path, "--train", str(train), "--data", str(xquad), "--languages", "en", "fr") != 0
     assert "xquad language 'fr': expected one of ar de el" in capsys.readouterr().err
+
+
+def test_an_empty_test_file_is_refused_before_training(tmp_path, capsys):
+    train = write_squad(tmp_path / "squad", n_train=2)
+    xquad = write_xquad(tmp_path / "xquad", languages=("en",), n=1)
+    (xquad / "xquad.en.json").write_text(json.dumps({"version": "1.0", "data": []}))
+    assert finetune("xquad", tmp_path, "--train", str(train), "--data", str(xquad), "--languages", "en") != 0
+    err = capsys.readouterr().err
+    assert "xquad.en.json: no questions; expected a SQuAD v1.1 file" in err and "step" not in err

@@ -296,9 +296,9 @@ def f1_em(value: dict[str, float] | None) -> str:
     return "–" if value is None else f"{value['f1']:.1f} / {value['exact_match']:.1f}"
 
 
-def format_mlqa_results(results: dict[str, Any]) -> str:
-    """The paper's MLQA table shape: F1 / EM per language, Avg, and the gap."""
-    langs = [lang for lang in MLQA_LANGUAGES if lang in results["languages"]]
+def qa_table(results: dict[str, Any], langs: Sequence[str], std: bool = False) -> str:
+    """F1 / EM per language, Avg and the gap: one row per seed, the mean (and with ``std`` the
+    spread of the averages) over several."""
     header = ["run", *langs, "Avg", "gap"]
 
     def row(name: str, r: dict) -> list:
@@ -309,9 +309,18 @@ def format_mlqa_results(results: dict[str, Any]) -> str:
     rows = [row(f"seed {r['seed']}", r) for r in results["runs"]]
     if len(results["runs"]) > 1:
         rows.append(row(f"**mean of {len(results['runs'])}**", results["mean"]))
+        if std:
+            spread = {"f1": results["std"]["average_f1"], "exact_match": results["std"]["average_exact_match"]}
+            rows.append(["std over seeds", *([""] * len(langs)), f1_em(spread), ""])
+    return markdown_table(header, rows)
+
+
+def format_mlqa_results(results: dict[str, Any]) -> str:
+    """The paper's MLQA table shape: F1 / EM per language, Avg, and the gap."""
+    langs = [lang for lang in MLQA_LANGUAGES if lang in results["languages"]]
     lines = [f"# MLQA, cross-lingual transfer (trained on SQuAD v1.1 English)", "",
              f"Model `{results['model']}`; F1 / EM (%), official MLQA metric; gap = en − mean of the other languages.", "",
-             markdown_table(header, rows), ""]
+             qa_table(results, langs), ""]
     cross = results["mean"].get("cross_language")
     if cross:
         lines += ["F1 (%) per context language (rows) × question language (columns), mean over seeds:", "",

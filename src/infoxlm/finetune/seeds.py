@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..outputs import atomic_files
+from ..outputs import atomic_dir
 from ..eval.results import mean_over_seeds, std_over_seeds, write_results
 from .training import FinetuneConfig, FinetuneError, copy_config
 
@@ -85,6 +85,7 @@ class SeedRuns:
 
     def _publish_predictions(self, source: Path) -> None:
         for task_dir in sorted(p for p in source.iterdir() if p.is_dir()):
-            with atomic_files(self.output / "predictions" / task_dir.name) as tmp:
+            # Replaced whole: a language an earlier run into RUN tested, and this one not, goes.
+            with atomic_dir(self.output / "predictions" / task_dir.name, replace=True) as tmp:
                 for file in task_dir.iterdir():
                     shutil.copyfile(file, tmp / file.name)

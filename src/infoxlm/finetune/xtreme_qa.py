@@ -28,7 +28,6 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..eval.mlqa_data import QAExample, read_squad
-from ..eval.results import average, markdown_table
 from ..eval.squad_metric import score_squad
 from ..eval.xtreme_qa_data import (
     TYDIQA_LANGUAGES, XQUAD_LANGUAGES, XtremeQADataError, check_qa_languages, read_tydiqa_english_train,
@@ -37,7 +36,7 @@ from ..eval.xtreme_qa_data import (
 from ..outputs import write_text_atomically
 from ..tokenizer import Tokenizer
 from .heads import SpanExtractor, save_task_model
-from .qa import QAData, training_windows, warn_misplaced_answers, collate_qa, f1_em, predict, span_loss, summarise
+from .qa import QAData, collate_qa, predict, qa_table, span_loss, summarise, training_windows, warn_misplaced_answers
 from .qa_windows import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH, QAFeature
 from .seeds import SeedRuns
 from .training import Evaluation, FinetuneConfig, FinetuneError, seed_everything, train
@@ -138,6 +137,9 @@ def run_xtreme_qa(
     train_file, train_examples = _training_questions(task, data, train_file)
     tests = {lang: QAData(xquad_file(data, lang) if task == "xquad" else tydiqa_test_file(data, lang)) for lang in languages}
     dev = _english_dev(task, train_file, dev_file) if config.selection == "best" else None
+    for data in [*tests.values(), *([dev] if dev else [])]:
+        if not data.examples:  # refused now, not after training
+            raise XtremeQADataError(f"{data.path}: no questions; expected a SQuAD v1.1 file with at least one")
     train_examples = train_examples[:max_train_examples]
     warn_misplaced_answers(train_file, train_examples)
     window = dict(max_length=max_length, doc_stride=doc_stride, max_query_length=max_query_length)
@@ -185,25 +187,12 @@ def _english_dev(task: str, train_file: Path, dev_file: str | Path | None) -> QA
 
 
 def format_xtreme_qa_results(results: dict[str, Any]) -> str:
-    """F1 / EM per language, Avg and the gap; one row per seed and the mean."""
-    langs = list(results["languages"])
-    header = ["run", *langs, "Avg", "gap"]
-
-    def row(name: str, r: dict) -> list:
-        avg = {"f1": r["average_f1"], "exact_match": r["average_exact_match"]}
-        gap = None if r["transfer_gap_f1"] is None else {"f1": r["transfer_gap_f1"], "exact_match": r["transfer_gap_exact_match"]}
-        return [name, *(f1_em(r["test"][lang]) for lang in langs), f1_em(avg), f1_em(gap)]
-
-    rows = [row(f"seed {r['seed']}", r) for r in results["runs"]]
-    if len(results["runs"]) > 1:
-        rows.append(row(f"**mean of {len(results['runs'])}**", results["mean"]))
-        std = results["std"]
-        rows.append(["std over seeds", *([""] * len(langs)), f"{std['average_f1']:.1f} / {std['average_exact_match']:.1f}", ""])
+    """F1 / EM per language, Avg and the gap; one row per seed, the mean and the spread."""
     return "\n".join([
         f"# {TITLES[results['task']]}", "",
         f"Model `{results['model']}`; F1 / EM (%), SQuAD v1.1 metric (XTREME's); kept: {results['selected_on']}; "
         "gap = en − mean of the other languages.", "",
-        markdown_table(header, rows), "",
+        qa_table(results, list(results["languages"]), std=True), "",
     ])
 
 
