@@ -42,7 +42,9 @@ def test_pawsx_run_selects_on_english_dev_each_epoch_and_writes_xtreme_predictio
 
 def test_bad_pawsx_inputs_are_one_line(tmp_path, capsys):
     write_pawsx(tmp_path / "PAWSX", languages=("en", "de"), n_train=4, n_eval=2)
-    assert finetune(tmp_path, "--languages", "en", "de", "--max-steps", "1") == 0  # the layout is read
+    assert finetune(tmp_path, "--languages", "en", "de", "--max-steps", "1", "--setting", "translate-train-all") == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["train_examples"] == 8  # en/train.tsv and de/translated_train.tsv
     bad = tmp_path / "PAWSX" / "de" / "test_2k.tsv"
     bad.write_text(bad.read_text() + "9\ta\tb\tyes\n", encoding="utf-8")
     assert finetune(tmp_path, "--languages", "de") != 0
