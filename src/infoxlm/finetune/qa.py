@@ -33,7 +33,7 @@ from ..eval.mlqa_data import (
 from ..eval.mlqa_metric import score_mlqa
 from ..outputs import atomic_file
 from ..tokenizer import Tokenizer
-from . import defaults
+from . import defaults, xtreme_defaults
 from .heads import SpanExtractor, save_task_model
 from .qa_decoding import MAX_ANSWER_LENGTH, N_BEST, decode_answers
 from .qa_windows import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH, QAFeature, build_features
@@ -42,7 +42,7 @@ from .seeds import SeedRuns
 from .training import Evaluation, FinetuneConfig, FinetuneError, seed_everything, train
 
 DEFAULTS = defaults.MLQA
-SELECTIONS = defaults.MLQA_SELECTIONS
+SELECTIONS = xtreme_defaults.SELECTIONS  # en-dev, all-dev, last: the same choices as every task
 
 
 class QAData:
