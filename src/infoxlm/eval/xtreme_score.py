@@ -58,8 +58,9 @@ def tagging_scores(labels: Sequence[Sequence[str]], predictions: Sequence[Sequen
     labels, predictions = [list(s) for s in labels], [list(s) for s in predictions]
     with warnings.catch_warnings():  # "NOUN seems not to be NE tag", no predicted entity: expected here
         warnings.simplefilter("ignore")
-        return {"f1": 100 * f1_score(labels, predictions), "precision": 100 * precision_score(labels, predictions),
-                "recall": 100 * recall_score(labels, predictions)}
+        return {"f1": 100 * float(f1_score(labels, predictions)),
+                "precision": 100 * float(precision_score(labels, predictions)),
+                "recall": 100 * float(recall_score(labels, predictions))}
 
 
 def token_accuracy(labels: Sequence[Sequence[str]], predictions: Sequence[Sequence[str]]) -> float:
@@ -147,21 +148,11 @@ def _qa_scores(task: str, labels_path: Path, predictions_path: Path, lang: str |
             raise EvalDataError("--task mlqa needs --lang (MLQA's metric strips that language's articles)")
         score = score_mlqa(dataset, predictions, lang, data_name=str(labels_path), predictions_name=str(predictions_path))
         return {"exact_match": score.exact_match, "f1": score.f1}
-    articles = dataset.get("data", dataset) if isinstance(dataset, dict) else dataset
-    return _squad_v1(articles, predictions)
+    # XTREME scores XQuAD and TyDiQA-GoldP with SQuAD v1.1's evaluate script (squad_metric.py,
+    # shared with `finetune xquad` and `finetune tydiqa`).
+    from .squad_metric import score_squad
 
-
-def _squad_v1(articles: Any, predictions: dict) -> dict[str, float]:
-    # XTREME scores XQuAD and TyDiQA-GoldP with SQuAD v1.1's evaluate script; infoxlm keeps that
-    # metric in one module, squad_metric.py, shared with `finetune xquad` and `finetune tydiqa`.
-    try:
-        from .squad_metric import squad_v1_scores
-    except ImportError:
-        raise EvalDataError("the SQuAD v1.1 metric (infoxlm.eval.squad_metric.squad_v1_scores) is not in this "
-                            "installation; expected it for --task xquad and tydiqa (mlqa, panx, udpos, pawsx, "
-                            "xnli are scored without it)") from None
-    scores = squad_v1_scores(articles, predictions)
-    return {"exact_match": scores["exact_match"], "f1": scores["f1"]}
+    return score_squad(dataset, predictions, data_name=str(labels_path), predictions_name=str(predictions_path)).as_dict()
 
 
 def xtreme_score(task: str, labels: str | Path, predictions: str | Path, lang: str | None = None) -> dict[str, float]:

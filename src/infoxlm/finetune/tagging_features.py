@@ -7,7 +7,7 @@ longer than ``max_length`` tokens is cut into consecutive pieces of whole words,
 preprocessing cuts its files, so every word gets a prediction.
 
     >>> chunk_words([3, 1, 2, 5], room=6)
-    [(0, 2), (2, 3), (3, 4)]
+    [(0, 3), (3, 4)]
 """
 
 from __future__ import annotations
