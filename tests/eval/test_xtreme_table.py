@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from infoxlm.cli import main
 from infoxlm.eval.xtreme_table import PUBLISHED, xtreme_markdown
 
@@ -46,3 +48,34 @@ def test_report_to_a_markdown_file_draws_the_table_and_its_png(tmp_path, capsys)
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"infoxlm: error: {tmp_path / 'udpos' / 'results.json'}: no key mean.test_average or mean.average_f1; "
         "expected one in udpos results")
+
+
+@pytest.mark.slow  # two fine-tuning runs
+def test_report_draws_the_table_from_real_pawsx_and_wikiann_runs(tmp_path, capsys):
+    """The acceptance call on runs the finetune commands wrote, not on hand-made results."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "finetune"))  # the fine-tuning tests' file writers
+    from finetune_formats import write_pawsx
+    from test_tagging import write_panx
+
+    from infoxlm.shipped import demo_checkpoint_dir
+
+    model = str(demo_checkpoint_dir())
+    common = ["--model", model, "--max-steps", "2", "--batch-size", "4", "--max-length", "32", "--no-progress",
+              "--device", "cpu", "--no-save-model"]  # fmt: skip
+    write_pawsx(tmp_path / "PAWSX", languages=("en", "de"), n_train=8, n_eval=4)
+    assert main(["finetune", "pawsx", "--data", str(tmp_path / "PAWSX"), "--languages", "en", "de",
+                 "--output", str(tmp_path / "runs" / "pawsx"), *common]) == 0  # fmt: skip
+    write_panx(tmp_path / "panx", languages=("en", "de"), n=4)
+    assert main(["finetune", "wikiann", "--data", str(tmp_path / "panx"), "--languages", "en", "de",
+                 "--output", str(tmp_path / "runs" / "panx"), *common]) == 0  # fmt: skip
+    capsys.readouterr()
+    runs = sorted(str(p) for p in (tmp_path / "runs").glob("*/results.json"))
+    assert main(["report", *runs, "--output", str(tmp_path / "xtreme.md")]) == 0
+    table = (tmp_path / "xtreme.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| ") and "checkpoint" in line.split("|")[1])
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] != "–" and cells[6] != "–" and cells[1] == "–", row  # PAWS-X and WikiANN filled, XNLI not
+    assert (tmp_path / "xtreme.png").is_file()
