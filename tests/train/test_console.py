@@ -86,7 +86,8 @@ def test_summary_of_a_base_run_on_eight_gpus():
     lines = config_summary(config, run_dir=Path("runs/base"), preset="base", encoder=_Encoder(),
                            store=_Store(), device="cuda", processes=8, bf16=True, start_step=0)
     text = "\n".join(lines)
-    assert "base: 12 layers, hidden 768, 12 heads, vocabulary 250,002; 278.0M parameters; continues xlm-roberta-base" in text
+    # The shape is the continued model's, which the base preset's size does not name.
+    assert "model     12 layers, hidden 768, 12 heads, vocabulary 250,002; 278.0M parameters; continues xlm-roberta-base" in text
     assert "8 languages (ar, bg, de, el, en, es, …), 1 pair (en-de)" in text and "n in tokens" in text
     assert "device    cuda × 8 processes (ddp); bf16; compile on; micro-batch budget 16,384 tokens" in text
     assert "per objective, packed passes rounded up to a multiple of 2,048" in text

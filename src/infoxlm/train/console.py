@@ -38,7 +38,8 @@ def config_summary(
     origin = f"continues {m.init}" if m.init else f"from scratch ({m.init_scheme} init)"
     lines = [
         f"pretrain {run_dir} ({start})" + (f", preset {preset}" if preset else ""),
-        f"  model     {m.size}: {_count(shape.num_hidden_layers, 'layer')}, hidden {shape.hidden_size}, "
+        # A continued model's shape is its directory's: model.size names none then.
+        f"  model     {'' if m.init else m.size + ': '}{_count(shape.num_hidden_layers, 'layer')}, hidden {shape.hidden_size}, "
         f"{shape.num_attention_heads} heads, vocabulary {shape.vocab_size:,}; {_millions(parameters)} "
         f"parameters; {origin}",
         f"  data      {store.root}: {_names(store.mono, 'language')}, {_names(store.parallel, 'pair')}; "
