@@ -54,9 +54,18 @@ def test_pretrain_prints_a_summary_a_line_per_logged_step_and_what_to_do_next(st
 
     # resumed: the summary says from which step; with the bar on, no step lines on stdout
     assert main(args[:8] + ["6", "--set", "run.log_every=2", "--allow-config-change"]) == 0
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    # Two more steps re-stretch the finished schedule: the rate jumps back up, and a note says so.
+    lr = preset("test").optim.lr
+    assert f"note: optim.max_steps 4 → 6: the learning rate at step 4 moves from 0.00e+00 to {lr / 2:.2e}" in captured.err
     assert f"pretrain {run} (resumed at step 4), preset test" in out
     assert not [line for line in out if line.startswith("step ")]
+
+    # the same command once more: nothing to do, and it says so rather than "wrote checkpoint"
+    assert main(args[:8] + ["6", "--set", "run.log_every=2", "--allow-config-change"]) == 0
+    out = capsys.readouterr().out
+    assert f"{run}: finished at step 6 already; nothing written" in out and "wrote checkpoint" not in out
 
 
 def test_print_config_still_prints_the_whole_config_as_json(capsys):
