@@ -77,3 +77,23 @@ def test_a_layerwise_figure_of_other_scores_has_a_line_per_score():
     assert [line.get_label() for line in ax.get_lines()] == ["sample F1", "training F1", "test F1"]
     assert list(ax.get_lines()[0].get_ydata()) == [50.0, 51.0, 52.0] and ax.get_ylabel() == "F1 (%)"
     assert [line.get_linestyle() for line in ax.get_lines()] == ["-", "--", ":"]
+
+
+def test_the_layer_a_model_reports_at_is_marked_and_named_in_the_legend():
+    curves = {"": {k: {"xx2en": 10.0 * k, "en2xx": 5.0 * k} for k in range(5)}}
+    fig = layerwise_figure(curves, "m: Tatoeba", marks={"": (3, "the contrast layer the model records")})
+    ax = fig.axes[0]
+    marked = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert len(marked) == 1 and list(marked[0].get_xdata()) == [3, 3]
+    assert marked[0].get_label() == "layer 3, the contrast layer the model records" and ax.get_title() == "m: Tatoeba"
+
+
+def test_an_evaluations_plot_names_its_model_and_marks_its_layer(monkeypatch, tmp_path):
+    import infoxlm.eval.plots
+    from infoxlm.eval.embedding_eval import LayerChoice
+
+    drawn = {}
+    monkeypatch.setattr(infoxlm.eval.plots, "plot_layerwise", lambda curves, path, title, **kw: drawn.update(title=title, **kw))
+    choice = LayerChoice(layers=[0, 1, 2], shown=2, rule="XTREME's layer", pooling="mean", every=True)
+    choice.plot({"": {}}, "BUCC 2018", tmp_path / "runs" / "infoxlm-model", ylabel="F1 (%)")(tmp_path / "b.png")
+    assert drawn == {"title": "infoxlm-model: BUCC 2018", "marks": {"": (2, "XTREME's layer")}, "ylabel": "F1 (%)"}

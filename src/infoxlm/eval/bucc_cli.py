@@ -83,7 +83,6 @@ def _eval_bucc(args: argparse.Namespace, model: OpenedModel, splits: list[BuccSp
                choice: LayerChoice, predictions: Path | None) -> None:
     from ..embedding import load_for_inference
     from .bucc import BUCC_MARGIN, evaluate_bucc
-    from .plots import plot_layerwise
 
     encoder, tokenizer = load_for_inference(model, args.device)
     blocks, mined = evaluate_bucc(encoder, tokenizer, splits, choice.layers, tune_on, pooling=choice.pooling,
@@ -99,8 +98,8 @@ def _eval_bucc(args: argparse.Namespace, model: OpenedModel, splits: list[BuccSp
             (folder / name).write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
             blocks[choice.shown]["pairs"][pair][split]["predictions"] = str(predictions / name)
             written.append(str(predictions / name))
-        png = choice.write(args.output, choice.result(blocks, margin=margin), lambda path: plot_layerwise(
-            curves, path, title, lines=[f"{s} F1" for s in scored], ylabel="F1 (%)"))
+        png = choice.write(args.output, choice.result(blocks, margin=margin), choice.plot(
+            curves, title, args.model, lines=[f"{s} F1" for s in scored], ylabel="F1 (%)"))
     _print_table(blocks[choice.shown], choice.rule, margin)
     if choice.every:
         print_layer_table(blocks, choice.shown, "by layer, average F1 (%)",

@@ -75,6 +75,14 @@ class LayerChoice:
         return {**fields, "pooling": self.pooling, "layer": self.shown, "layer_rule": self.rule,
                 "layers": {str(k): block for k, block in blocks.items()}}
 
+    def plot(self, curves: dict, title: str, model: str | Path, **lines) -> Callable[[Path], object]:
+        """What ``write`` draws for --layer all: ``curves`` (plots.layerwise_figure's) under a
+        title that names the model, the layer the table shows marked with its rule."""
+        from .plots import plot_layerwise
+
+        named = f"{Path(model).name or model}: {title}"
+        return lambda path: plot_layerwise(curves, path, named, marks={"": (self.shown, self.rule)}, **lines)
+
     def write(self, output: Path, result: dict, plot: Callable[[Path], object]) -> Path | None:
         """The JSON, and with --layer all the PNG ``plot(path)`` draws beside it: both in place,
         or neither. Returns the PNG's path, if one was written."""

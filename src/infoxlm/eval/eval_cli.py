@@ -66,7 +66,6 @@ def run_eval_tatoeba(args: argparse.Namespace) -> int:
 
 def _eval_tatoeba(args: argparse.Namespace, model: OpenedModel, languages: list[str], choice: LayerChoice) -> int:
     from ..embedding import load_for_inference
-    from .plots import plot_layerwise
     from .tatoeba import evaluate_tatoeba
 
     encoder, tokenizer = load_for_inference(model, args.device)
@@ -77,7 +76,7 @@ def _eval_tatoeba(args: argparse.Namespace, model: OpenedModel, languages: list[
     layers = result["layers"]
     title = f"Tatoeba, {len(languages)} languages, {choice.pooling} pooling"
     png = choice.write(args.output, choice.result(layers),
-                       lambda path: plot_layerwise({"": {k: v["average"] for k, v in layers.items()}}, path, title))
+                       choice.plot({"": {k: v["average"] for k, v in layers.items()}}, title, args.model))
     _print_table({**layers[choice.shown], "layer_rule": choice.rule})  # never the layer best on test
     if choice.every:
         print_layer_table(layers, choice.shown, "by layer, average top-1 (%)",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..outputs import atomic_file
 
@@ -28,11 +28,14 @@ def _pyplot():
 
 
 def layerwise_figure(curves: dict[str, dict[int, dict[str, float]]], title: str, *,
-                     lines: Sequence[str] = ("xx2en", "en2xx"), ylabel: str = "top-1 accuracy (%)") -> Any:
+                     lines: Sequence[str] = ("xx2en", "en2xx"), ylabel: str = "top-1 accuracy (%)",
+                     marks: Mapping[str, tuple[int, str]] | None = None) -> Any:
     """A score (%) per layer, one line per (model, entry of ``lines``): by default Tatoeba's
     average top-1 accuracy in each direction; BUCC's F1 per split, xsim's error rates.
 
     curves: {model name: {layer: {line: value}}}, e.g. {"": {8: {"xx2en": 91.2, "en2xx": 90.4}}}.
+    marks: {model name: (layer, why)}: a dotted line at each model's own layer (the one its
+    scores are reported at, e.g. its contrast layer), named in the legend.
     """
     from matplotlib.ticker import MaxNLocator
 
@@ -42,6 +45,8 @@ def layerwise_figure(curves: dict[str, dict[int, dict[str, float]]], title: str,
         for line, style in zip(lines, itertools.cycle(("-", "--", ":", "-."))):
             label = f"{name} {line}" if name else line
             ax.plot(layers, [by_layer[k][line] for k in layers], style, marker="o", markersize=3, label=label)
+    for (name, (layer, why)), color in zip((marks or {}).items(), itertools.cycle(("0.45", "0.7"))):
+        ax.axvline(layer, color=color, linestyle=":", linewidth=1.2, label=f"{name + ': ' if name else ''}layer {layer}, {why}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("layer (hidden_states index; 0 = embeddings)")
     _percent_axis(ax, ylabel)

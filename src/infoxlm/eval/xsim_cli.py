@@ -85,7 +85,6 @@ def _eval_xsim(args: argparse.Namespace, model: OpenedModel, target: AlignedText
                what: str, choice: LayerChoice) -> None:
     from ..embedding import load_for_inference
     from .margin import MarginOptions
-    from .plots import plot_layerwise
     from .xsim import evaluate_xsim
 
     options = MarginOptions(k=args.k, margin=args.margin)
@@ -95,8 +94,8 @@ def _eval_xsim(args: argparse.Namespace, model: OpenedModel, target: AlignedText
     curves = {"": {k: b["average"] for k, b in blocks.items()}}
     title = f"xsim, {what}, {len(sources)} vs {target.name}, {choice.pooling} pooling (lower is better)"
     result = choice.result(blocks, data=what, margin={"margin": options.margin, "k": options.k})
-    png = choice.write(args.output, result, lambda path: plot_layerwise(
-        curves, path, title, lines=["xx2tgt", "tgt2xx"], ylabel="xsim error rate (%)"))
+    png = choice.write(args.output, result, choice.plot(
+        curves, title, args.model, lines=["xx2tgt", "tgt2xx"], ylabel="xsim error rate (%)"))
     _print_table(blocks[choice.shown], choice.rule, what, options)
     if choice.every:
         print_layer_table(blocks, choice.shown, "by layer, average xsim (%)",
