@@ -43,11 +43,12 @@ MOMENTUM_SCHEDULES = ("constant", "inverse_sqrt")
 KEY_WARMUPS = ("copy", "momentum")
 PARALLELISMS = ("ddp", "fsdp")
 # How a run executes, not what it computes: a run may continue with other values of these
-# (another device, world size, parallelism or micro-batch budget) without --allow-config-change.
+# (another device, world size, parallelism, micro-batch budget or checkpoint and log
+# intervals) without --allow-config-change.
 EXECUTION_FIELDS = (
     "run.device", "run.parallelism", "run.async_checkpoint", "run.compile", "run.collective_timeout_s",
     "run.activation_checkpointing", "run.expandable_segments", "run.prefetch_data", "run.token_bucket",
-    "data.max_tokens",
+    "data.max_tokens", "run.save_every", "run.save_every_minutes", "run.keep_checkpoints", "run.log_every",
 )
 
 
@@ -224,6 +225,9 @@ class RunConfig(Section):
     SECTION: ClassVar[str] = "run"
     seed: int = 0
     save_every: int = 1000
+    # A checkpoint also after the first step that ends this many minutes after the last one
+    # (0: steps only), so that a stop loses minutes whatever the preset, --max-steps or device.
+    save_every_minutes: float = 10.0
     keep_checkpoints: int = 3
     log_every: int = 10
     device: str | None = None  # default: cuda if available, else cpu
@@ -277,6 +281,7 @@ class RunConfig(Section):
         if self.seed >= 2**63:
             self._fail("seed", "an integer below 2**63")
         self._integer("save_every", 1)
+        self._number("save_every_minutes", 0.0)
         self._integer("keep_checkpoints", 0)  # 0 keeps every checkpoint
         self._integer("log_every", 1)
         if self.device is not None:

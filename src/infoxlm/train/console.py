@@ -45,7 +45,8 @@ def config_summary(
         f"sampled p ∝ (n/N)^{d.alpha}, n in {_unit(d.sampling_unit)}",
         f"  batch     {_batches(config)} per step",
         f"  steps     {o.max_steps:,} (warm-up {o.warmup_steps:,}, lr {o.lr:g}); checkpoint every "
-        f"{r.save_every:,}, log every {r.log_every:,}",
+        f"{r.save_every:,} steps" + (f" and {r.save_every_minutes:g} minutes" if r.save_every_minutes else "")
+        + f", log every {r.log_every:,}",
         f"  device    {device}" + (f" × {processes} processes ({r.parallelism})" if processes > 1 else "")
         + f"; {'bf16' if bf16 else 'fp32'}; compile {'on' if r.compile else 'off'}; micro-batch budget "
         f"{d.max_tokens:,} tokens per objective"

@@ -52,6 +52,7 @@ from .model_build import build_model, check_init_tokenizer
 from .parallelism import is_sharded, whole_state
 from .resume import STORE_IDENTITY_FILE, Resume, split_state, tensor_state
 from .run_lock import RunLock
+from .save_schedule import SaveSchedule
 from .stopping import RunStopped, StopRequest
 from .step_estimate import estimate_step
 from .step_prefetch import StepPrefetcher
@@ -246,27 +247,10 @@ class Trainer:
         log = MetricsLog(self.run_dir, enabled=self.world.is_main, resume_step=self.step, wandb=wandb)
         bar = tqdm(total=cfg.optim.max_steps, initial=self.step, desc="pretrain", unit="step", disable=not self.progress)
         interrupted = False
+        saves = SaveSchedule(cfg.run.save_every, cfg.run.save_every_minutes, cfg.optim.max_steps)
         try:
-            while self.step < cfg.optim.max_steps:
-                interrupt.check()  # a Ctrl-C that library code swallowed
-                metrics = self.train_step()
-                self.step += 1
-                self.checkpoints.poll()  # a background save that has finished goes in place
-                bar.update(1)
-                if self.step % cfg.run.log_every == 0 or self.step == cfg.optim.max_steps:
-                    metrics.update(allocator_counts(self.world.device))
-                    log.write(self.step, metrics)
-                    bar.set_postfix_str(bar_postfix(metrics), refresh=False)
-                    if self.world.is_main and not self.progress:  # no bar: a line instead
-                        print(step_line(self.step, cfg.optim.max_steps, metrics), flush=True)
-                if self.step % cfg.run.save_every == 0 or self.step == cfg.optim.max_steps:
-                    self.save()
-                if cfg.run.export_every and self.step % cfg.run.export_every == 0:
-                    self.export_model(self.run_dir / "exports" / f"step-{self.step}")
-                reason = self.stop.reached(self.step, self.world)
-                if reason is not None and self.step < cfg.optim.max_steps:
-                    self.stop_early(reason, saved=self.step % cfg.run.save_every == 0)
-                    break
+            with self.stop.ctrl_c():  # the first Ctrl-C from here on stops as SIGTERM does
+                self._steps(log, bar, saves)
             self.checkpoints.wait()
         except KeyboardInterrupt:
             interrupted = True  # Ctrl-C: the last checkpoint stays; end within seconds
@@ -283,6 +267,32 @@ class Trainer:
             bar.close()
             self.checkpoints.close()  # a background save still running after an error ends complete or removed
             log.close(timeout=1.0 if interrupted else TENSORBOARD_CLOSE_TIMEOUT_S)
+
+    def _steps(self, log: MetricsLog, bar: tqdm, saves: SaveSchedule) -> None:
+        """Step → log → save → export, until the last step or a stop."""
+        cfg = self.config
+        while self.step < cfg.optim.max_steps:
+            interrupt.check()  # a Ctrl-C that library code swallowed
+            metrics = self.train_step()
+            self.step += 1
+            self.checkpoints.poll()  # a background save that has finished goes in place
+            bar.update(1)
+            if self.step % cfg.run.log_every == 0 or self.step == cfg.optim.max_steps:
+                metrics.update(allocator_counts(self.world.device))
+                log.write(self.step, metrics)
+                bar.set_postfix_str(bar_postfix(metrics), refresh=False)
+                if self.world.is_main and not self.progress:  # no bar: a line instead
+                    print(step_line(self.step, cfg.optim.max_steps, metrics), flush=True)
+            saved = saves.due(self.step, self.world)
+            if saved:
+                self.save()
+                saves.saved()
+            if cfg.run.export_every and self.step % cfg.run.export_every == 0:
+                self.export_model(self.run_dir / "exports" / f"step-{self.step}")
+            reason = self.stop.reached(self.step, self.world)
+            if reason is not None and self.step < cfg.optim.max_steps:
+                self.stop_early(reason, saved=saved)
+                return
 
     def summary(self) -> str:
         """What this run will do, in a few lines (console.py)."""

@@ -23,7 +23,9 @@ _PRETRAIN_DESCRIPTION = (
     "--init, contrast.layer is the one the model records, unless set. The run starts with a\n"
     "summary of the resolved config (the whole of it is saved as RUN/config.json;\n"
     "--print-config prints it), an estimate where a step takes over a minute on the device,\n"
-    "and ends with what it wrote and the command to run next.\n\n"
+    "and ends with what it wrote and the command to run next. Ctrl-C stops after the step in\n"
+    "progress with a checkpoint (exit 0; the same command resumes); a second Ctrl-C aborts at once,\n"
+    "keeping the last checkpoint. Checkpoints: every run.save_every steps and run.save_every_minutes.\n\n"
     "--init takes a local directory; infoxlm downloads nothing (get XLM-R base once with\n"
     "huggingface-cli download xlm-roberta-base --local-dir xlmr-base).\n\n"
     "examples:\n"
@@ -89,7 +91,7 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--stop-at", type=positive_int, default=None, metavar="STEP",
         help="end cleanly after this step with a checkpoint, the config unchanged: the same command "
-        "without --stop-at continues the run (SIGTERM and SIGUSR1 do the same after the current step); "
+        "without --stop-at continues the run (Ctrl-C, SIGTERM and SIGUSR1 do the same after the current step); "
         "a run already at STEP or past it is left as it is",
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=None, help="run.seed: decides weights, data order, masking")
@@ -191,7 +193,7 @@ def _resolved(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from .checkpoint import list_checkpoints
+    from .checkpoint import latest_checkpoint, list_checkpoints
     from .config import resolve_config
     from .console import finished_lines
     from .continuation import refuse_without_init
@@ -230,7 +232,9 @@ def run_pretrain(args: argparse.Namespace) -> int:
         # The checkpoints are complete and synced, the logs closed: end now, without the
         # interpreter's teardown, where a library thread left mid-operation by the interrupt
         # can block the exit for good.
-        print("infoxlm: interrupted", file=sys.stderr, flush=True)
+        kept = latest_checkpoint(args.output)
+        resume = f"; {kept} kept: the same command resumes from it" if kept is not None else ""
+        print(f"infoxlm: interrupted{resume}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(130)
     return _end_worker(0)
