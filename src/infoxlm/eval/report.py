@@ -9,7 +9,9 @@ Inputs, recognised by their JSON content:
   names, the protocol's default layer; files without one at ``default_layer``'s rule for their
   depth). A layer is never chosen by its score on the test data;
 * ``infoxlm demo`` directories (``results.json`` with ``"models"``): their ``results.md``,
-  included as it is.
+  included as it is;
+* ``infoxlm pretrain`` run directories (``metrics.jsonl`` and ``config.json``): the losses and,
+  with ``--validation``, the held-out numbers by step (``pretrain_report.py``).
 
 The paper's published rows (``paper_results.py``) are listed first in each table, in italics.
 """
@@ -28,6 +30,7 @@ from .results import average, markdown_table, transfer_gap
 from ..outputs import atomic_file
 from . import paper_results as paper
 from .plots import plot_bars
+from .pretrain_report import is_pretrain_run, plot_pretrain, pretrain_section, read_metrics
 from ..model.sentence_layer import default_layer
 from .tatoeba import TATOEBA_CODES
 
@@ -40,6 +43,7 @@ class Gathered:
     mlqa: list[tuple[str, dict]] = field(default_factory=list)
     tatoeba: list[tuple[str, dict]] = field(default_factory=list)  # (name, one-layer block)
     demo: list[tuple[str, str]] = field(default_factory=list)  # (name, results.md text)
+    pretrain: list[tuple[str, list[dict]]] = field(default_factory=list)  # (name, metrics.jsonl records)
 
 
 def _load(path: Path) -> Any:
@@ -126,6 +130,9 @@ def gather(paths: list[str | Path]) -> Gathered:
     out = Gathered()
     for raw in paths:
         path = Path(raw)
+        if path.is_dir() and is_pretrain_run(path):
+            out.pretrain.append((path.name, read_metrics(path)))
+            continue
         if path.is_dir():
             files = [path / "results.json"] if (path / "results.json").is_file() else sorted(path.glob("*.json"))
         elif path.is_file():
@@ -152,7 +159,7 @@ def gather(paths: list[str | Path]) -> Gathered:
             found = True
         if not found:
             raise EvalDataError(
-                f"{path}: no finetune (results.json with \"task\"), eval tatoeba or demo results found"
+                f"{path}: no finetune (results.json with \"task\"), eval tatoeba, demo or pretrain results found"
             )
     return out
 
@@ -249,6 +256,8 @@ def build_report(g: Gathered) -> str:
                   "(the gap column of the XNLI table above).", "", gap_table(g), ""]
     for name, md in g.demo:
         parts += [f"## Demo: {name}", "", nest_headings(md.strip(), under=2), ""]
+    for name, rows in g.pretrain:
+        parts += [pretrain_section(name, rows), f"![{name}](pretrain-{name}.png)", ""]
     return "\n".join(parts)
 
 
@@ -306,6 +315,8 @@ def write_plots(g: Gathered, out: Path) -> list[Path]:
             present = [by_lang[l] for l in paper.TATOEBA_LANGS if l in by_lang]
             series[name] = [by_lang.get(l) for l in paper.TATOEBA_LANGS] + [sum(present) / len(present) if present else None]
         written.append(plot_bars(cols, series, out / "tatoeba.png", "top-1 accuracy (%)", "Tatoeba xx→en"))
+    for name, rows in g.pretrain:
+        written.append(plot_pretrain(rows, out / f"pretrain-{name}.png"))
     return written
 
 

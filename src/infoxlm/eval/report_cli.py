@@ -9,12 +9,13 @@ from pathlib import Path
 def add_report_command(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "report",
-        help="Markdown tables and bar plots of finetune / eval tatoeba / demo results, beside the paper's",
+        help="Markdown tables and plots of finetune / eval tatoeba / demo results beside the paper's, and of pretrain runs",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Gathers results.json of `infoxlm finetune xnli|mlqa` runs, JSON outputs of `infoxlm eval\n"
             "tatoeba` and `infoxlm demo` directories into tables shaped like the paper's (per-language\n"
             "columns, Avg, transfer gap) with the paper's published rows alongside, plus PNG bar plots.\n"
+            "An `infoxlm pretrain` run directory: its losses and --validation results by step, table and plot.\n"
             "Writes DIR/report.md and DIR/*.png and prints the Markdown.\n\n"
             "example:\n"
             "  infoxlm report runs/xnli-xlt runs/mlqa runs/tatoeba.json --output runs/report"

@@ -71,6 +71,10 @@ def bar_postfix(metrics: dict[str, float]) -> str:
         parts.append(f"acc {metrics['xlco/accuracy']:.2f}")
     if "tokens_per_s" in metrics:
         parts.append(f"{metrics['tokens_per_s']:.0f} tok/s")
+    # A validation step (train/validation.py): the held-out losses and the average retrieval.
+    parts += [f"val {k[4:]} {metrics[k]:.3f}" for k in ("val/mmlm", "val/tlm") if k in metrics]
+    if "val/retrieval_xx2en" in metrics:
+        parts.append(f"val xx→en {metrics['val/retrieval_xx2en']:.1f}%")
     return ", ".join(parts)
 
 

@@ -58,6 +58,7 @@ from .step_estimate import estimate_step
 from .step_prefetch import StepPrefetcher
 from .store_identity import store_identity
 from .token_budget import resolve_max_tokens
+from .validation import Validation
 
 
 class Trainer:
@@ -74,6 +75,7 @@ class Trainer:
         progress: bool = True,
         preset: str | None = None,
         notes: Sequence[str] = (),
+        validation: str | Path | None = None,
     ):
         self.preset = preset  # the name the config started from, for the summary printed at the start
         # What the command settled about the config (the contrast layer --init gave, warnings):
@@ -90,12 +92,15 @@ class Trainer:
         # One command at a time in RUN: locked before anything in it is read or written.
         self.run_lock = RunLock.acquire(self.run_dir, self.world)
         try:
-            self._start(config, data, allow_config_change, allow_data_change, progress)
+            self._start(config, data, allow_config_change, allow_data_change, progress, validation)
         except BaseException:
             self.run_lock.release(started=False)  # a command that cannot start leaves RUN as it was
             raise
 
-    def _start(self, config: TrainConfig, data: str | Path, allow_config_change: bool, allow_data_change: bool, progress: bool) -> None:
+    def _start(
+        self, config: TrainConfig, data: str | Path, allow_config_change: bool, allow_data_change: bool, progress: bool,
+        validation: str | Path | None,
+    ) -> None:
         # The seed of the data, and what is left to the device (compiling on a GPU).
         self.config = resolve_config(self.config, self.world.device)
         self.progress = progress and self.world.is_main
@@ -113,6 +118,8 @@ class Trainer:
             fingerprint = self.store_identity["tokenizer"]["fingerprint"]
             check_init_tokenizer(config.model.init, self.store.root, fingerprint, warn=self.world.is_main)
         self.pipeline = DataPipeline(self.store, self.config.data)
+        # --validation: held-out losses and retrieval every run.eval_every steps (validation.py)
+        self.validation = Validation(validation, self.config, self.store) if validation is not None else None
 
         torch.manual_seed(config.run.seed)  # the fresh weights
         model = build_model(
@@ -277,12 +284,19 @@ class Trainer:
             self.step += 1
             self.checkpoints.poll()  # a background save that has finished goes in place
             bar.update(1)
-            if self.step % cfg.run.log_every == 0 or self.step == cfg.optim.max_steps:
+            validated = self.validation is not None and self.validation.due(self.step, cfg.optim.max_steps)
+            if validated:  # the model after this step, on the held-out data
+                metrics.update(self.validation.scores(self.model, self.world))
+            if validated or self.step % cfg.run.log_every == 0 or self.step == cfg.optim.max_steps:
                 metrics.update(allocator_counts(self.world.device))
                 log.write(self.step, metrics)
                 bar.set_postfix_str(bar_postfix(metrics), refresh=False)
-                if self.world.is_main and not self.progress:  # no bar: a line instead
-                    print(step_line(self.step, cfg.optim.max_steps, metrics), flush=True)
+                if self.world.is_main and (validated or not self.progress):  # no bar, or validation: a line
+                    line = step_line(self.step, cfg.optim.max_steps, metrics)
+                    if self.progress:
+                        bar.write(line)  # above the bar, which stays
+                    else:
+                        print(line, flush=True)
             saved = saves.due(self.step, self.world)
             if saved:
                 self.save()
@@ -302,6 +316,8 @@ class Trainer:
             processes=self.world.size, bf16=computes_in_bf16(self.config, self.world),
             start_step=self.step,
         )  # fmt: skip
+        if self.validation is not None:
+            lines.insert(-1, self.validation.describe())
         return "\n".join(lines)
 
     def stop_early(self, reason: str, saved: bool) -> None:

@@ -31,6 +31,7 @@ _PRETRAIN_DESCRIPTION = (
     "examples:\n"
     "  infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base\n"
     "  infoxlm pretrain --preset test --data store --output runs/t --max-steps 50 --no-xlco\n"
+    "  infoxlm pretrain --preset demo --data store --output runs/d --validation held-out-store\n"
     "  infoxlm pretrain --preset scratch-base --set optim.lr=2e-4 --print-config\n"
     "  infoxlm pretrain --preset paper-demo --print-config   # what `infoxlm demo --setting paper` trains\n"
     "  torchrun --nproc_per_node 8 -m infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base"
@@ -80,6 +81,9 @@ def _add_source_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", type=Path, default=None, help="run directory, created or resumed (required unless --print-config)")
     p.add_argument("--init", default=None, help="model to continue from: Hugging Face XLM-R directory, sentence-transformers "
                    "export or run directory (required by base, large, xl, xxl; test, demo and scratch-base train from scratch without it)")
+    p.add_argument("--validation", type=Path, default=None, metavar="STORE",
+                   help="held-out token store (infoxlm prepare on other text, the same tokenizer): every run.eval_every "
+                   "steps, MMLM and TLM loss and xx→en / en→xx retrieval top-1 at the contrast layer, logged as val/…")
     p.add_argument("--config", type=Path, default=None, help="JSON file of config sections to apply over the preset")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override one field (repeatable)")
 
@@ -221,6 +225,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
             stop_at=args.stop_at,
             preset=args.preset,
             notes=notes,
+            validation=args.validation,
         )
         if os.environ.get("RANK", "0") == "0":  # torchrun's rank 0 speaks for the run
             found = list_checkpoints(run_dir)
