@@ -27,9 +27,11 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
             "accuracy per language, the average and the transfer gap (en − mean of the others), per seed\n"
             "and averaged over --seeds runs.\n\n"
             "Defaults are the paper's appendix, by the model's size in its config.json (large: 24 layers or\n"
-            "hidden size 1024 and up; else base): batch 32, 10 epochs, evaluation every 5,000 steps; base:\n"
+            "hidden size 1024 and up; small: below; else base): batch 32, 10 epochs, evaluation every 5,000 steps; base:\n"
             "12,500 warm-up steps, weight decay 0, lr 7e-6 (middle of the searched {5e-6, 7e-6, 1e-5});\n"
             "large: 5,000 warm-up steps, weight decay 0 (of {0, 0.01}), lr 5e-6 (of {4e-6, 5e-6, 6e-6}).\n"
+            "small (not the paper's): lr 3e-4, warm-up 10%, where base's stays at chance. The run prints the\n"
+            "size and settings it took; results.json records them (settings_chosen).\n"
             "The paper averages 5 seeds. Max length 128 is XTREME's (the paper is silent).\n"
             "--search runs the paper's grid for the size (base: 3 learning rates; large: 3 × 2 weight\n"
             "decays), every setting × --seeds, each in RUN/grid/NN-…/, and keeps the setting with the best\n"
@@ -63,7 +65,8 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
             "test sets test-context-xx-question-xx.json (en es de ar hi vi zh); scores with the official MLQA\n"
             "metric: F1 / EM per language, average and transfer gap, per seed and averaged over --seeds.\n"
             "Windows of 384 tokens, stride 128, questions ≤ 64 tokens; 20-best spans of ≤ 30 tokens.\n\n"
-            "Defaults are the paper's appendix (the same for base and large models): warm-up 10%, linear\n"
+            "Defaults are the paper's appendix (the same for base and large models; small models, below\n"
+            "12 layers × 768, take lr 3e-4, unmeasured here): warm-up 10%, linear\n"
             "decay, weight decay 0, the final model (--selection last); batch 32, lr 3e-5 and 3 epochs from\n"
             "the searched batch {16, 32} (large: 32), lr {2e-5, 3e-5, 5e-5}, epochs {2, 3, 4}. --selection\n"
             "dev picks the evaluation with the best mean dev F1 instead.\n"
@@ -92,11 +95,12 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _common(p: argparse.ArgumentParser, task: str, default_eval_every: int | None) -> None:
-    base, large = defaults.DEFAULTS[task, "base"], defaults.DEFAULTS[task, "large"]
-
     def by_size(key: str, fmt: str = "{}") -> str:
-        b, l = fmt.format(base[key]).replace("%", "%%"), fmt.format(large[key]).replace("%", "%%")  # argparse %-formats help
-        return f"default: {b} (paper)" if b == l else f"default by model size: base {b}, large {l} (paper)"
+        # argparse %-formats help
+        shown = {size: fmt.format(defaults.DEFAULTS[task, size][key]).replace("%", "%%") for size in defaults.SIZES}
+        if len(set(shown.values())) == 1:
+            return f"default: {shown['base']}"
+        return "default by model size: " + ", ".join(f"{size} {value}" for size, value in shown.items())
 
     add_model_arguments(p)
     p.add_argument("--output", required=True, type=Path, help="run directory RUN")
@@ -125,7 +129,7 @@ def _config(args: argparse.Namespace, selection: str, setting: dict):
 
 def _run(args: argparse.Namespace, task: str, run_setting) -> None:
     """Open --model (a run's checkpoint is written out for as long as fine-tuning lasts) and run
-    the planned settings: ``run_setting(setting, output, model_dir, model_name)``. On failure,
+    the planned settings: ``run_setting(setting, output, model_dir, model_name, settings_chosen)``. On failure,
     what the run added to --output is removed."""
     from ..train.model_source import open_model
     from .search import plan, run_search
@@ -137,12 +141,14 @@ def _run(args: argparse.Namespace, task: str, run_setting) -> None:
         model.tokenizer(f"finetune {task}")  # refused here, naming the model, not a temporary copy
         name = model.source.describe()
         print(f"[{task}] {name}: fine-tuning all {model.num_layers} layers")
-        size, settings = plan(model.directory, task, {key: getattr(args, key) for key in defaults.GRID_KEYS}, search=args.search)
+        explicit = {key: getattr(args, key) for key in defaults.GRID_KEYS}
+        size, settings = plan(model.directory, task, explicit, search=args.search)
         for setting in settings:  # a bad value stops the command before any training
             _config(args, "last", setting)
+        chosen = defaults.choice(task, size, explicit, search=args.search)  # recorded in results.json
 
         def run(setting: dict, output: Path) -> dict:
-            return run_setting(setting, output, model.directory, name)
+            return run_setting(setting, output, model.directory, name, chosen)
 
         if args.search:
             run_search(task, settings, run, args.output, size=size)
@@ -168,12 +174,12 @@ def run_finetune_xnli(args: argparse.Namespace) -> int:
     from . import classification
 
     check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
-    _run(args, "xnli", lambda setting, output, model_dir, model_name: classification.run_xnli(
+    _run(args, "xnli", lambda setting, output, model_dir, model_name, chosen: classification.run_xnli(
         model_dir, args.data, args.setting, output, _config(args, "best", setting),
         seeds=args.seeds, languages=args.languages, train_data=args.train_data, max_length=args.max_length,
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         device=_device(args.device), progress=not args.no_progress, save_models=not args.no_save_model,
-        model_name=model_name,
+        model_name=model_name, settings_chosen=chosen,
     ))
     print(f"wrote {args.output / 'results.json'} and {args.output / 'results.md'}")
     return 0
@@ -184,13 +190,13 @@ def run_finetune_mlqa(args: argparse.Namespace) -> int:
 
     check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
     selection = "best" if args.selection == "dev" else "last"
-    _run(args, "mlqa", lambda setting, output, model_dir, model_name: qa.run_mlqa(
+    _run(args, "mlqa", lambda setting, output, model_dir, model_name, chosen: qa.run_mlqa(
         model_dir, args.train, args.data, output, _config(args, selection, setting),
         seeds=args.seeds, languages=args.languages, cross_language=args.cross_language,
         max_length=args.max_length, doc_stride=args.doc_stride, max_query_length=args.max_query_length,
         max_train_examples=args.max_train_examples, device=_device(args.device),
         progress=not args.no_progress, save_models=not args.no_save_model, score_dev=args.search,
-        model_name=model_name,
+        model_name=model_name, settings_chosen=chosen,
     ))
     print(f"wrote {args.output / 'results.json'} and {args.output / 'results.md'}")
     return 0
