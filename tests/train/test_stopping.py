@@ -135,7 +135,11 @@ def _demo_command(store, run, *extra: str) -> list[str]:
 
 def _interrupt_at(argv: list[str], run, step: int, presses: int) -> subprocess.CompletedProcess:
     """Start ``argv``, press Ctrl-C ``presses`` times once metrics.jsonl has ``step`` lines."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # As from a terminal, also when the tests run as a background job (SIGINT ignored).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     metrics, deadline = run / "metrics.jsonl", time.time() + 180
     while time.time() < deadline and proc.poll() is None:
         if metrics.is_file() and len(metrics.read_text().splitlines()) >= step:

@@ -281,6 +281,7 @@ class Trainer:
         while self.step < cfg.optim.max_steps:
             interrupt.check()  # a Ctrl-C that library code swallowed
             metrics = self.train_step()
+            interrupt.check()  # a second Ctrl-C that library code swallowed during the step: no save
             self.step += 1
             self.checkpoints.poll()  # a background save that has finished goes in place
             bar.update(1)
