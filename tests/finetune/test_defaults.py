@@ -29,7 +29,7 @@ def test_sizes_below_base_are_small_and_their_choice_is_described():
     assert defaults.choice("xnli", "base", {}, search=True)["from"] == "the paper's appendix, base models, searched"
 
 
-@pytest.mark.slow  # about a minute on 2 CPU cores: 80 steps of the demo model
+@pytest.mark.slow  # one to several minutes on 2 CPU cores: 80 steps of the demo model
 def test_the_demo_checkpoint_beats_chance_with_the_default_settings(tmp_path, capsys):
     data = write_demo_xnli(tmp_path / "data", languages=("en", "de", "fr", "es"))
     assert main(["finetune", "xnli", "--model", str(demo_checkpoint_dir()), "--data", str(data), "--setting",
