@@ -58,6 +58,12 @@ def install() -> None:
         _installed = True
 
 
+def raises_on_sigint(handler) -> bool:
+    """Whether ``handler`` (a SIGINT handler) ends what runs with a KeyboardInterrupt: Python's
+    own or this module's; not SIG_IGN (a background job), SIG_DFL or someone else's."""
+    return handler is signal.default_int_handler or handler is _handle
+
+
 def check() -> None:
     """Raise KeyboardInterrupt if a Ctrl-C arrived, whether or not someone swallowed it."""
     if requested:

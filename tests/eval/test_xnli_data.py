@@ -9,6 +9,7 @@ import pytest
 
 from infoxlm.eval.xnli_data import (
     NLIExample,
+    check_languages,
     XNLIDataError,
     load_xnli_hf,
     load_xnli_split,
@@ -72,8 +73,11 @@ def test_xnli_tsv_errors_name_file_and_line(tmp_path):
     (tmp_path / "latin1.tsv").write_bytes(b"language\tgold_label\tsentence1\tsentence2\nen\tneutral\tcaf\xe9\tb\n")
     with pytest.raises(XNLIDataError, match=r"latin1\.tsv: not UTF-8 \(byte 54\); expected an XNLI \.tsv file$"):
         read_xnli_tsv(tmp_path / "latin1.tsv")
-    with pytest.raises(XNLIDataError, match="no fr examples"):
+    with pytest.raises(XNLIDataError, match="no fr examples; it has en: name those with --languages en$"):
         read_xnli_tsv(write_tsv(tmp_path / "ok.tsv", [XNLI_HEADER, xnli_row("en", "neutral", "a", "b")]), ["fr"])
+    two = write_tsv(tmp_path / "two.tsv", [XNLI_HEADER, xnli_row("en", "neutral", "a", "b"), xnli_row("de", "neutral", "a", "b")])
+    with pytest.raises(XNLIDataError, match="no ar examples; it has de en: name those with --languages de en$"):
+        read_xnli_tsv(two, check_languages(None))  # finetune's default: all 15
     with pytest.raises(XNLIDataError, match="XNLI language 'jp'"):
         read_xnli_tsv(tmp_path / "ok.tsv", ["jp"])
 

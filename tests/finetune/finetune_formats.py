@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import zlib
 from pathlib import Path
 
 # The 19 columns of XNLI-1.0's xnli.{dev,test}.tsv: sentence1 at index 6, sentence2 at 7.
@@ -147,4 +148,45 @@ def write_tydiqa(root: Path, languages=("en", "fi"), n_train=12, n_dev=4) -> Pat
         path = root / "tydiqa-goldp-v1.1-dev" / f"tydiqa-goldp-dev-{name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(toy_squad(n_dev, seed=5, prefix=f"{name}--99-")), encoding="utf-8")
+    return root
+
+
+# Three LibreOffice modules of the demo's classification set stand for XNLI's three labels.
+DEMO_LABELS = {"calc": "entailment", "math": "neutral", "writer": "contradiction"}
+
+
+def write_demo_xnli(root: Path, languages=("en", "de", "fr", "es"), n_eval=60) -> Path:
+    """An XNLI-format set built from the shipped demo corpus (real text, real translations): a
+    pair is two help paragraphs of one LibreOffice module (calc, math or writer), labelled by
+    the module. English training pairs (all of the English train split), dev and test pairs in
+    ``languages`` (the translated test paragraphs; dev its first ``n_eval`` per language, test
+    the rest). A topic task in XNLI's shape: it measures whether a fine-tuning schedule learns
+    at all, not natural-language inference."""
+    from infoxlm.demo import corpus
+
+    def pairs(rows):
+        by_label = {label: [text for module, text in rows if module == m] for m, label in DEMO_LABELS.items()}
+        out = []
+        for label, texts in by_label.items():
+            out += [(a, b, label) for a, b in zip(texts, texts[1:] + texts[:1])]
+        return sorted(out, key=lambda p: zlib.crc32(p[0].encode()))  # the labels interleaved, the same each run
+
+    split_rows = {"dev": [XNLI_HEADER], "test": [XNLI_HEADER]}
+    for lang in languages:
+        examples = pairs(corpus.classification(lang, "test"))
+        for split, part in (("dev", examples[:n_eval]), ("test", examples[n_eval:])):
+            for premise, hypothesis, label in part:
+                split_rows[split].append([lang, label, "", "", "", "", premise, hypothesis, "1", "2", "help",
+                                          label, label, label, label, label, premise, hypothesis, "True"])
+    for split, rows in split_rows.items():
+        path = root / "XNLI-1.0" / f"xnli.{split}.tsv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
+    train = root / "XNLI-MT-1.0" / "multinli" / "multinli.train.en.tsv"
+    train.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["premise\thypo\tlabel"] + [
+        f"{p}\t{h}\t{'contradictory' if label == 'contradiction' else label}"
+        for p, h, label in pairs(corpus.classification("en", "train"))
+    ]
+    train.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root

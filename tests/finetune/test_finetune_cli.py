@@ -25,6 +25,9 @@ def test_finetune_errors(tiny_model_dir, tmp_path, capsys):
     assert "setting 'zero-shot': expected one of cross-lingual-transfer, translate-train-all" in error_of(
         capsys, *base, "--setting", "zero-shot")
     assert "XNLI language 'jp'" in error_of(capsys, *base, "--setting", "cross-lingual-transfer", "--languages", "jp")
+    # a set of two languages, without --languages (all 15 by default): the error names the way out
+    assert "no ar examples; it has de en: name those with --languages de en" in error_of(
+        capsys, *base, "--setting", "cross-lingual-transfer")
     (data / "XNLI-1.0" / "xnli.test.tsv").unlink()
     assert "no XNLI-1.0 test file xnli.test.tsv" in error_of(capsys, *base, "--setting", "cross-lingual-transfer")
     no_tokenizer = tmp_path / "no-tokenizer"

@@ -23,7 +23,8 @@ def test_grids_are_the_appendix_tables():
     assert values("mlqa", "base") == dict(lr=[2e-5, 3e-5, 5e-5], batch_size=[16, 32], epochs=[2.0, 3.0, 4.0], warmup=["10%"], weight_decay=[0.0])
     assert values("mlqa", "large") == dict(lr=[2e-5, 3e-5, 5e-5], batch_size=[32], epochs=[2.0, 3.0, 4.0], warmup=["10%"], weight_decay=[0.0])
     sizes = {(t, s): len(defaults.grid(t, s)) for t in defaults.TASKS for s in defaults.SIZES}
-    assert sizes == {("xnli", "base"): 3, ("xnli", "large"): 6, ("mlqa", "base"): 18, ("mlqa", "large"): 9}
+    assert sizes == {("xnli", "base"): 3, ("xnli", "large"): 6, ("mlqa", "base"): 18, ("mlqa", "large"): 9,
+                     ("xnli", "small"): 3, ("mlqa", "small"): 18}  # small: infoxlm's, not the paper's
     for key, grid in defaults.GRIDS.items():  # every default is a value of its grid
         assert all(defaults.DEFAULTS[key][k] in grid[k] for k in defaults.GRID_KEYS)
     # an explicit flag fixes its dimension of the grid
@@ -34,7 +35,11 @@ def test_grids_are_the_appendix_tables():
 def test_defaults_follow_the_model_size():
     assert defaults.model_size(hidden_size=1024, num_layers=24) == "large"
     assert defaults.model_size(hidden_size=768, num_layers=12) == "base"
-    assert defaults.model_size(hidden_size=64, num_layers=2) == "base"
+    assert defaults.model_size(hidden_size=64, num_layers=2) == "small"  # the tests' tiny model
+    assert defaults.model_size(hidden_size=256, num_layers=4) == "small"  # the demo's
+    assert defaults.model_size(hidden_size=768, num_layers=6) == "small"  # a distilled base
+    small = defaults.settings_for("xnli", "small")
+    assert (small["lr"], small["warmup"], small["epochs"], small["batch_size"]) == (3e-4, "10%", 5.0, 32)
     large = defaults.settings_for("xnli", "large")
     assert (large["lr"], large["warmup"], large["weight_decay"], large["batch_size"]) == (5e-6, "5000", 0.0, 32)
     assert defaults.settings_for("xnli", "base", {"lr": 1e-3, "warmup": None})["lr"] == 1e-3
@@ -60,7 +65,7 @@ def test_search_keeps_the_best_joint_dev_setting(tmp_path):
     assert json.loads((tmp_path / "run" / "results.json").read_text())["search"]["chosen"] == 2
     md = (tmp_path / "run" / "results.md").read_text()
     assert "| 2 | 5e-06 | 32 | 10 | 5000 | 0 | 74.0 | 60.0 | **chosen** |" in md
-    assert md.count("**chosen**") == 1 and "# setting 2" in md and "large-size grid" in md
+    assert md.count("**chosen**") == 1 and "# setting 2" in md and "large-size grid: the paper's appendix, large models" in md
     assert (tmp_path / "run" / "grid").is_dir()
     # `infoxlm report` reads a search directory as one run: the chosen setting's results
     assert main(["report", str(tmp_path / "run"), "--output", str(tmp_path / "report")]) == 0
@@ -72,9 +77,15 @@ def test_explicit_flags_override_the_size_defaults(tiny_model_dir, tmp_path, cap
     assert main(["finetune", "xnli", "--model", str(tiny_model_dir), "--data", str(data), "--output", str(tmp_path / "run"),
                  "--setting", "cross-lingual-transfer", "--languages", "en", "de", "--lr", "1e-3", "--max-steps", "1",
                  "--no-save-model", "--no-progress"]) == 0
-    config = json.loads((tmp_path / "run" / "results.json").read_text())["config"]
-    assert (config["lr"], config["warmup"], config["weight_decay"], config["batch_size"]) == (1e-3, "12500", 0.0, 32)
-    assert "[xnli] base-size settings (2 layers × 64)" in capsys.readouterr().out
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    config = results["config"]
+    assert (config["lr"], config["warmup"], config["weight_decay"], config["batch_size"]) == (1e-3, "10%", 0.0, 32)
+    assert results["settings_chosen"] == {
+        "model_size": "small", "from": defaults.ORIGINS["small"], "given": ["lr"], "defaults": defaults.DEFAULTS["xnli", "small"],
+    }
+    out = capsys.readouterr().out
+    assert "[xnli] small-size settings (2 layers × 64; infoxlm's for models below base's 12 layers × 768" in out
+    assert "lr 0.001, batch_size 32, epochs 5.0, warmup 10%, weight_decay 0.0" in out
 
 
 def test_mlqa_search_end_to_end_on_a_two_setting_grid(tiny_model_dir, tmp_path, capsys):
@@ -87,7 +98,7 @@ def test_mlqa_search_end_to_end_on_a_two_setting_grid(tiny_model_dir, tmp_path, 
     assert main([*args, "--output", str(tmp_path / "run")]) == 0
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     rows = results["search"]["settings"]
-    assert [r["setting"]["batch_size"] for r in rows] == [16, 32]  # the base grid's batches, lr and epochs fixed
+    assert [r["setting"]["batch_size"] for r in rows] == [16, 32]  # the small grid's batches, lr and epochs fixed
     assert all(r["setting"]["lr"] == 3e-5 and r["setting"]["epochs"] == 2.0 for r in rows)
     best = max(range(2), key=lambda i: (rows[i]["dev"], -i))
     assert results["search"]["chosen"] == best and results["config"]["batch_size"] == rows[best]["setting"]["batch_size"]
@@ -102,12 +113,12 @@ def test_mlqa_search_end_to_end_on_a_two_setting_grid(tiny_model_dir, tmp_path, 
     assert "no dev-context-en-question-en.json" in err and "needs the MLQA dev files, never test" in err
 
 
-def test_xnli_search_runs_the_whole_base_grid(tiny_model_dir, tmp_path):
+def test_xnli_search_runs_the_whole_grid_of_the_models_size(tiny_model_dir, tmp_path):
     data = write_xnli(tmp_path / "data", n_train=4, n_eval=2)
     assert main(["finetune", "xnli", "--model", str(tiny_model_dir), "--data", str(data), "--output", str(tmp_path / "run"),
                  "--setting", "cross-lingual-transfer", "--languages", "en", "de", "--search", "--max-steps", "1",
                  "--no-save-model", "--no-progress"]) == 0
     search = json.loads((tmp_path / "run" / "results.json").read_text())["search"]
-    assert [r["setting"]["lr"] for r in search["settings"]] == [5e-6, 7e-6, 1e-5] and search["size"] == "base"
+    assert [r["setting"]["lr"] for r in search["settings"]] == [1e-4, 3e-4, 1e-3] and search["size"] == "small"
     assert len(list((tmp_path / "run" / "grid").iterdir())) == 3
     assert search["chosen"] == max(range(3), key=lambda i: (search["settings"][i]["dev"], -i))

@@ -34,10 +34,11 @@ GOLDEN = Path(__file__).parent / "golden_loss_curve.json"
 VOCAB = 200
 
 
-def structured_store(root: Path) -> Path:
+def structured_store(root: Path, seed: int = 0) -> Path:
     """Learnable synthetic text: documents repeat a few 'sentences'; a 'translation' maps each
-    token through a fixed dictionary, so both masked LM and contrast have something to learn."""
-    rng = np.random.default_rng(0)
+    token through a fixed dictionary, so both masked LM and contrast have something to learn.
+    Another ``seed``: other sentences, the same dictionary (held-out data of the same kind)."""
+    rng = np.random.default_rng(seed)
     write_store(root, vocab_size=VOCAB)
     sentences = [rng.integers(4, 100, rng.integers(5, 15)).tolist() for _ in range(30)]
     dictionary = {t: 100 + (t * 7) % 99 for t in range(4, 100)}  # ids 4…99 → 100…198

@@ -1,4 +1,4 @@
-"""Tests for infoxlm.train.stopping: --stop-at, SIGTERM / SIGUSR1 end a run cleanly, resumable."""
+"""Tests for infoxlm.train.stopping: --stop-at, Ctrl-C, SIGTERM / SIGUSR1 end a run cleanly, resumable."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -120,3 +121,102 @@ def test_a_scheduler_signal_saves_a_checkpoint_and_exits_0(store, tmp_path, sign
     steps = [step for step, _ in list_checkpoints(run)]
     assert len(steps) == 1 and 0 < steps[0] < 100000
     assert f"({signal.Signals(signum).name} received)" in err.decode()
+
+
+# The demo preset at the scale of the tests (a tiny model, a few examples a step): seconds.
+TINY_DEMO = ["model.size=tiny", "data.mmlm_batch_size=4", "data.tlm_batch_size=4", "data.xlco_batch_size=8",
+             "data.block_size=32", "data.max_tokens=512", "contrast.queue_size=16", "run.log_every=1"]
+
+
+def _demo_command(store, run, *extra: str) -> list[str]:
+    argv = [sys.executable, "-m", "infoxlm", "pretrain", "--preset", "demo", "--data", str(store), "--output", str(run),
+            "--max-steps", "60", "--no-progress", *extra]  # fmt: skip
+    return argv + [a for o in TINY_DEMO for a in ("--set", o)]
+
+
+def _interrupt_at(argv: list[str], run, step: int, presses: int) -> subprocess.CompletedProcess:
+    """Start ``argv``, press Ctrl-C ``presses`` times once metrics.jsonl has ``step`` lines."""
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # As from a terminal, also when the tests run as a background job (SIGINT ignored).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    metrics, deadline = run / "metrics.jsonl", time.time() + 180
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.is_file() and len(metrics.read_text().splitlines()) >= step:
+            break
+        time.sleep(0.02)
+    # stderr read as it comes, so that a second press waits until the run has taken the first:
+    # two signals that arrive before Python's handler runs are one to it.
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
+    for press in range(presses):
+        proc.send_signal(signal.SIGINT)
+        taken = time.time() + 30
+        while press + 1 < presses and time.time() < taken and not any("Ctrl-C: stopping" in line for line in lines):
+            time.sleep(0.01)
+    out = proc.stdout.read()
+    proc.wait(timeout=180)
+    reader.join(timeout=30)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, "".join(lines))
+
+
+def _ctrl_c_then_resume(store, run):
+    """`infoxlm pretrain --preset demo … --max-steps 60`, Ctrl-C at step ~17: exit 0, a
+    checkpoint of that step (the demo saves every 100 steps: none of its own before 60), and
+    the same command continues from it to the last step."""
+    stopped = _interrupt_at(_demo_command(store, run), run, step=17, presses=1)
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    steps = [step for step, _ in list_checkpoints(run)]
+    assert len(steps) == 1 and 17 <= steps[0] < 60, (steps, stopped.stderr[-3000:])
+    assert "Ctrl-C: stopping after this step with a checkpoint" in stopped.stderr
+    assert f"stopped after step {steps[0]} of 60 (Ctrl-C received)" in stopped.stderr
+    assert "the same command continues the run" in stopped.stderr
+
+    resumed = subprocess.run(_demo_command(store, run), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming {run} from step-{steps[0]:08d} (step {steps[0]})" in resumed.stdout
+    assert [step for step, _ in list_checkpoints(run)][-1] == 60
+
+
+def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_the_same_command_resumes(store, tmp_path):
+    _ctrl_c_then_resume(store, tmp_path / "run")
+
+
+@pytest.mark.slow  # a third run
+def test_a_run_stopped_by_ctrl_c_ends_with_the_weights_of_a_run_never_stopped(store, tmp_path):
+    run = tmp_path / "run"
+    _ctrl_c_then_resume(store, run)
+    subprocess.run(_demo_command(store, tmp_path / "straight"), check=True, capture_output=True, timeout=300)
+    a = load_file(export(tmp_path / "straight", tmp_path / "a") / "model.safetensors")
+    b = load_file(export(run, tmp_path / "b") / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_second_ctrl_c_aborts_at_once_keeping_the_last_checkpoint(store, tmp_path):
+    run = tmp_path / "run"
+    aborted = _interrupt_at(_demo_command(store, run, "--save-every", "2"), run, step=5, presses=2)
+    assert aborted.returncode == 130, aborted.stderr[-3000:]
+    steps = [step for step, _ in list_checkpoints(run)]
+    assert steps and steps[-1] % 2 == 0, steps  # only the periodic ones: the stop's save never ran
+    assert f"infoxlm: interrupted; {run / 'checkpoints' / f'step-{steps[-1]:08d}'} kept: the same command resumes from it" in aborted.stderr
+    assert "Traceback" not in aborted.stderr
+
+
+def test_an_ignored_sigint_stays_ignored_and_a_stop_request_restores_the_handler():
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with StopRequest().ctrl_c():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        stop = StopRequest()
+        with stop.ctrl_c():
+            os.kill(os.getpid(), signal.SIGINT)  # the first: a stop request, no KeyboardInterrupt
+            assert stop.reached(3, World()) == "Ctrl-C received"
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)  # the second: Python's own handler, at once
+                time.sleep(1)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -121,7 +121,7 @@ def find_mlqa_file(root: str | Path, split: str, context_lang: str, question_lan
     for candidate in (root / name, root / split / name):
         if candidate.is_file():
             return candidate
-    raise MLQADataError(f"{root}: no {name} here or in {root / split}")
+    raise MLQADataError(f"{root}: no {name} here or in {root / split} (a set of some languages: name them with --languages)")
 
 
 def load_mlqa(root: str | Path, split: str, context_lang: str, question_lang: str | None = None) -> list[QAExample]:

@@ -74,11 +74,14 @@ def bars_figure(columns: list[str], series: dict[str, list[float | None]], ylabe
     return fig
 
 
-def losses_figure(curves: dict[str, dict[str, Sequence[tuple[int, float]]]], panels: Sequence[str]) -> Any:
+def losses_figure(
+    curves: dict[str, dict[str, Sequence[tuple[int, float]]]], panels: Sequence[str], percent_panels: Sequence[str] = ()
+) -> Any:
     """Training loss by step: one panel per objective, one line per run.
 
     curves: {run label: {panel title (objective): [(step, loss), …]}}; a run without points for
-    a panel has no line there. Losses are not percentages: each panel keeps its own scale.
+    a panel has no line there. Losses are not percentages: each panel keeps its own scale;
+    ``percent_panels`` (an accuracy by step) run from 0 to 100.
     """
     fig, axes = _pyplot().subplots(1, len(panels), figsize=(10.0, 3.2), dpi=120, squeeze=False)
     axes = axes[0]
@@ -92,6 +95,8 @@ def losses_figure(curves: dict[str, dict[str, Sequence[tuple[int, float]]]], pan
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+        if panel in percent_panels:
+            ax.set_ylim(*PERCENT)
     axes[0].set_ylabel("loss")
     return fig
 
@@ -106,9 +111,12 @@ def plot_bars(columns: list[str], series: dict[str, list[float | None]], path: P
     return _save(bars_figure(columns, series, ylabel, title), path)
 
 
-def plot_losses(curves: dict[str, dict[str, Sequence[tuple[int, float]]]], panels: Sequence[str], path: Path) -> Path:
+def plot_losses(
+    curves: dict[str, dict[str, Sequence[tuple[int, float]]]], panels: Sequence[str], path: Path,
+    percent_panels: Sequence[str] = (),
+) -> Path:
     """Write ``losses_figure`` as a PNG at ``path``."""
-    return _save(losses_figure(curves, panels), path)
+    return _save(losses_figure(curves, panels, percent_panels), path)
 
 
 def _percent_axis(ax: Any, label: str) -> None:

@@ -11,7 +11,9 @@ Inputs, recognised by their JSON content:
 * ``infoxlm finetune`` runs of XTREME's other tasks (pawsx, xquad, tydiqa, wikiann, udpos): with
   XNLI and MLQA, the XTREME table of ``xtreme_table.py``;
 * ``infoxlm demo`` directories (``results.json`` with ``"models"``): their ``results.md``,
-  included as it is.
+  included as it is;
+* ``infoxlm pretrain`` run directories (``metrics.jsonl`` and ``config.json``): the losses and,
+  with ``--validation``, the held-out numbers by step (``pretrain_report.py``).
 
 The paper's published rows (``paper_results.py``) are listed first in each table, in italics.
 """
@@ -30,6 +32,7 @@ from .results import average, markdown_table, transfer_gap
 from ..outputs import write_text_atomically
 from . import paper_results as paper
 from .plots import plot_bars
+from .pretrain_report import is_pretrain_run, plot_pretrain, pretrain_section, read_metrics
 from ..model.sentence_layer import default_layer
 from .tatoeba import TATOEBA_CODES
 from .xtreme_table import XTREME_ONLY, plot_xtreme, xtreme_markdown
@@ -44,6 +47,7 @@ class Gathered:
     tatoeba: list[tuple[str, dict]] = field(default_factory=list)  # (name, one-layer block)
     demo: list[tuple[str, str]] = field(default_factory=list)  # (name, results.md text)
     xtreme: list[tuple[str, str, dict]] = field(default_factory=list)  # (name, task, results) of XTREME_ONLY tasks
+    pretrain: list[tuple[str, list[dict]]] = field(default_factory=list)  # (name, metrics.jsonl records)
 
     def xtreme_runs(self) -> list[tuple[str, str, dict]]:
         """(name, task, results) of every run the XTREME table has a column for."""
@@ -139,6 +143,9 @@ def gather(paths: list[str | Path]) -> Gathered:
     out = Gathered()
     for raw in paths:
         path = Path(raw)
+        if path.is_dir() and is_pretrain_run(path):
+            out.pretrain.append((path.name, read_metrics(path)))
+            continue
         if path.is_dir():
             files = [path / "results.json"] if (path / "results.json").is_file() else sorted(path.glob("*.json"))
         elif path.is_file():
@@ -170,7 +177,7 @@ def gather(paths: list[str | Path]) -> Gathered:
             found = True
         if not found:
             raise EvalDataError(
-                f"{path}: no finetune (results.json with \"task\"), eval tatoeba or demo results found"
+                f"{path}: no finetune (results.json with \"task\"), eval tatoeba, demo or pretrain results found"
             )
     return out
 
@@ -269,6 +276,8 @@ def build_report(g: Gathered) -> str:
         parts += ["## XTREME", "", xtreme_markdown(g.xtreme_runs()), ""]
     for name, md in g.demo:
         parts += [f"## Demo: {name}", "", nest_headings(md.strip(), under=2), ""]
+    for name, rows in g.pretrain:
+        parts += [pretrain_section(name, rows), f"![{name}](pretrain-{name}.png)", ""]
     return "\n".join(parts)
 
 
@@ -328,27 +337,18 @@ def write_plots(g: Gathered, out: Path) -> list[Path]:
         written.append(plot_bars(cols, series, out / "tatoeba.png", "top-1 accuracy (%)", "Tatoeba xx→en"))
     if g.xtreme:
         written.append(plot_xtreme(g.xtreme_runs(), out / "xtreme.png"))
+    for name, rows in g.pretrain:
+        written.append(plot_pretrain(rows, out / f"pretrain-{name}.png"))
     return written
 
 
 def write_report(paths: list[str | Path], output: str | Path) -> tuple[str, list[Path]]:
-    """Gather, write OUTPUT/report.md and OUTPUT/*.png; return the markdown and the PNG paths."""
+    """Gather and write the report: OUTPUT/report.md and OUTPUT/*.png for a directory, or
+    OUTPUT itself (a ``.md`` file) with its PNGs beside it; return the markdown and the PNGs."""
     g = gather(paths)
     out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
+    markdown_path = out if out.suffix == ".md" else out / "report.md"
+    markdown_path.parent.mkdir(parents=True, exist_ok=True)
     markdown = build_report(g)
-    write_text_atomically(out / "report.md", markdown)
-    return markdown, write_plots(g, out)
-
-
-def write_xtreme_report(paths: list[str | Path], markdown_path: str | Path) -> tuple[str, Path]:
-    """The XTREME table of the runs among ``paths``: MARKDOWN_PATH and its PNG beside it (same
-    name, .png); returns the Markdown and the PNG's path."""
-    runs = gather(paths).xtreme_runs()
-    if not runs:
-        raise EvalDataError("no finetune results of an XTREME task (xnli, pawsx, xquad, mlqa, tydiqa, wikiann, udpos) "
-                            "among the inputs; expected at least one results.json of such a run")
-    markdown = "# XTREME\n\n" + xtreme_markdown(runs)
-    md = Path(markdown_path)
-    write_text_atomically(md, markdown)
-    return markdown, plot_xtreme(runs, md.with_suffix(".png"))
+    write_text_atomically(markdown_path, markdown)
+    return markdown, write_plots(g, markdown_path.parent)

@@ -95,7 +95,7 @@ def read_xnli_tsv(
     header = _header(path, rows, ("language", "gold_label", "sentence1", "sentence2"))
     lang_at, label_at, premise_at, hypothesis_at = map(header.index, ("language", "gold_label", "sentence1", "sentence2"))
     by_language: dict[str, list[NLIExample]] = {lang: [] for lang in (chosen or [])}
-    skipped = 0
+    skipped, seen = 0, set()
     for number, fields in rows:
         if not _check_width(path, number, fields, header, strict):
             skipped += 1
@@ -103,14 +103,18 @@ def read_xnli_tsv(
         lang = fields[lang_at]
         if lang not in XNLI_LANGUAGES:
             raise XNLIDataError(f"{path}:{number}: language {lang!r}: expected one of {' '.join(XNLI_LANGUAGES)}")
+        seen.add(lang)
         if chosen is not None and lang not in by_language:
             continue
         label = _label(path, number, fields[label_at])
         by_language.setdefault(lang, []).append(NLIExample(fields[premise_at], fields[hypothesis_at], label))
     _warn_skipped(path, skipped)
+    present = " ".join(sorted(seen))
     for lang, examples in by_language.items():
         if not examples:
-            raise XNLIDataError(f"{path}: no {lang} examples")
+            # The default is all 15 languages: a set of a few needs them named.
+            hint = f"; it has {present}: name those with --languages {present}" if seen else ""
+            raise XNLIDataError(f"{path}: no {lang} examples{hint}")
     return by_language
 
 

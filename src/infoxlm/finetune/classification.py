@@ -103,7 +103,10 @@ def load_xnli_data(
         paths = {lang: xnli_mt_train_path(mt_root, lang) for lang in train_languages}
         for lang, path in paths.items():
             if not path.is_file():
-                raise XNLIDataError(f"{path}: missing XNLI-MT-1.0 training file for {lang} (setting {setting})")
+                raise XNLIDataError(
+                    f"{path}: missing XNLI-MT-1.0 training file for {lang} (setting {setting}); "
+                    "a set of some languages: name them with --languages"
+                )
         dev, test = read_xnli_tsv(dev_path, languages), read_xnli_tsv(test_path, languages)
         train_sets = {lang: read_xnli_mt_train(path) for lang, path in paths.items()}
         sources = {"dev": str(dev_path), "test": str(test_path), "train": " ".join(str(p) for p in paths.values())}
@@ -298,6 +301,7 @@ def run_xnli(
     dev_languages: Sequence[str] | None = None,
     log: Callable[[str], None] = print,
     model_name: str | None = None,
+    settings_chosen: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``seeds`` times (seeds config.seed, config.seed + 1, …); write OUTPUT/results.json,
     OUTPUT/results.md and OUTPUT/seed-{s}/model/ (a ``XLMRobertaForSequenceClassification``
@@ -327,6 +331,7 @@ def run_xnli(
         "train_examples": len(xnli.train),
         "max_length": max_length,
         "selected_on": kept_model(config, dev_features, "accuracy"),
+        **({"settings_chosen": settings_chosen} if settings_chosen is not None else {}),
     }
     return runs.finish(described, mean_keys=["test", "test_average", "transfer_gap", "dev_average"],
                        std_keys=["test_average"], markdown=format_xnli_results, predictions=True)

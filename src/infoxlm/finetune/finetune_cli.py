@@ -16,6 +16,55 @@ from .xtreme_cli import SELECTION_HELP, add_xtreme_tasks
 from .xtreme_defaults import SELECTIONS, dev_languages
 
 
+XNLI_DESCRIPTION = (
+    "Fine-tune a classification head on <s> (XLMRobertaForSequenceClassification layout) and test\n"
+    "it on the 15 XNLI languages. One model for all languages (#M=1), selected on the average dev\n"
+    "accuracy of all languages, evaluated every --eval-every steps and at each epoch end. Reports\n"
+    "accuracy per language, the average and the transfer gap (en − mean of the others), per seed\n"
+    "and averaged over --seeds runs.\n\n"
+    "Defaults are the paper's appendix, by the model's size in its config.json (large: 24 layers or\n"
+    "hidden size 1024 and up; small: below; else base): batch 32, 10 epochs, evaluation every 5,000 steps; base:\n"
+    "12,500 warm-up steps, weight decay 0, lr 7e-6 (middle of the searched {5e-6, 7e-6, 1e-5});\n"
+    "large: 5,000 warm-up steps, weight decay 0 (of {0, 0.01}), lr 5e-6 (of {4e-6, 5e-6, 6e-6}).\n"
+    "small (not the paper's): lr 3e-4, warm-up 10%, where base's stays at chance. The run prints the\n"
+    "size and settings it took; results.json records them (settings_chosen).\n"
+    "The paper averages 5 seeds. Max length 128 is XTREME's (the paper is silent).\n"
+    "--search runs the paper's grid for the size (base: 3 learning rates; large: 3 × 2 weight\n"
+    "decays), every setting × --seeds, each in RUN/grid/NN-…/, and keeps the setting with the best\n"
+    "average dev accuracy over all languages; RUN/results.json and results.md list every setting\n"
+    "with the chosen one marked. --lr, --batch-size, --epochs, --warmup, --weight-decay given with\n"
+    "--search fix that value and search the rest.\n\n"
+    "data layouts: DIR/XNLI-1.0/xnli.{dev,test}.tsv + DIR/XNLI-MT-1.0/multinli/multinli.train.xx.tsv\n"
+    "(or --data XNLI-1.0 --train-data XNLI-MT-1.0), or hf:xnli (Hugging Face datasets, if cached).\n\n"
+    "example:\n"
+    "  infoxlm finetune xnli --model microsoft/infoxlm-base-dir --data data/ \\\n"
+    "      --setting cross-lingual-transfer --seeds 5 --output runs/xnli-xlt\n"
+    "writes RUN/results.json, RUN/results.md and RUN/seed-S/model/ (loads in transformers)."
+)
+
+MLQA_DESCRIPTION = (
+    "Fine-tune a span head (XLMRobertaForQuestionAnswering layout) on SQuAD v1.1 and answer the MLQA\n"
+    "test sets test-context-xx-question-xx.json (en es de ar hi vi zh); scores with the official MLQA\n"
+    "metric: F1 / EM per language, average and transfer gap, per seed and averaged over --seeds.\n"
+    "Windows of 384 tokens, stride 128, questions ≤ 64 tokens; 20-best spans of ≤ 30 tokens.\n\n"
+    "Defaults are the paper's appendix (the same for base and large models; small models, below\n"
+    "12 layers × 768, take lr 3e-4, unmeasured here): warm-up 10%, linear\n"
+    "decay, weight decay 0, the final model (--selection last); batch 32, lr 3e-5 and 3 epochs from\n"
+    "the searched batch {16, 32} (large: 32), lr {2e-5, 3e-5, 5e-5}, epochs {2, 3, 4}. --selection\n"
+    "all-dev picks the evaluation with the best mean dev F1 instead, en-dev the best English dev F1.\n"
+    "--search runs that grid for the model's size (base 18 settings, large 9), every setting ×\n"
+    "--seeds, each in RUN/grid/NN-…/, and keeps the setting whose model has the best mean F1 over\n"
+    "the MLQA dev files (dev-context-xx-question-xx.json, in DIR or DIR/dev; required, test is\n"
+    "never used to select); RUN/results.json and results.md list every setting, the chosen one\n"
+    "marked. --lr, --batch-size, --epochs, --warmup, --weight-decay given with --search fix that\n"
+    "value and search the rest.\n\n"
+    "example:\n"
+    "  infoxlm finetune mlqa --model my-model --train squad/train-v1.1.json --data MLQA_V1 \\\n"
+    "      --seeds 5 --output runs/mlqa\n"
+    "writes RUN/results.json, RUN/results.md, RUN/seed-S/predictions/*.json and RUN/seed-S/model/."
+)
+
+
 def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("finetune", help="fine-tune and evaluate on XNLI, MLQA (the paper's protocols) or XTREME's tasks")
     sub = p.add_subparsers(metavar="TASK", required=True)
@@ -23,29 +72,7 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
     x = sub.add_parser("xnli",
         help="XNLI: cross-lingual transfer or translate-train-all, one model for 15 languages",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Fine-tune a classification head on <s> (XLMRobertaForSequenceClassification layout) and test\n"
-            "it on the 15 XNLI languages. One model for all languages (#M=1), selected on the average dev\n"
-            "accuracy of all languages, evaluated every --eval-every steps and at each epoch end. Reports\n"
-            "accuracy per language, the average and the transfer gap (en − mean of the others), per seed\n"
-            "and averaged over --seeds runs.\n\n"
-            "Defaults are the paper's appendix, by the model's size in its config.json (large: 24 layers or\n"
-            "hidden size 1024 and up; else base): batch 32, 10 epochs, evaluation every 5,000 steps; base:\n"
-            "12,500 warm-up steps, weight decay 0, lr 7e-6 (middle of the searched {5e-6, 7e-6, 1e-5});\n"
-            "large: 5,000 warm-up steps, weight decay 0 (of {0, 0.01}), lr 5e-6 (of {4e-6, 5e-6, 6e-6}).\n"
-            "The paper averages 5 seeds. Max length 128 is XTREME's (the paper is silent).\n"
-            "--search runs the paper's grid for the size (base: 3 learning rates; large: 3 × 2 weight\n"
-            "decays), every setting × --seeds, each in RUN/grid/NN-…/, and keeps the setting with the best\n"
-            "average dev accuracy over all languages; RUN/results.json and results.md list every setting\n"
-            "with the chosen one marked. --lr, --batch-size, --epochs, --warmup, --weight-decay given with\n"
-            "--search fix that value and search the rest.\n\n"
-            "data layouts: DIR/XNLI-1.0/xnli.{dev,test}.tsv + DIR/XNLI-MT-1.0/multinli/multinli.train.xx.tsv\n"
-            "(or --data XNLI-1.0 --train-data XNLI-MT-1.0), or hf:xnli (Hugging Face datasets, if cached).\n\n"
-            "example:\n"
-            "  infoxlm finetune xnli --model microsoft/infoxlm-base-dir --data data/ \\\n"
-            "      --setting cross-lingual-transfer --seeds 5 --output runs/xnli-xlt\n"
-            "writes RUN/results.json, RUN/results.md and RUN/seed-S/model/ (loads in transformers)."
-        ),
+        description=XNLI_DESCRIPTION,
     )
     _common(x, "xnli", default_eval_every=d["eval_every"])
     x.add_argument("--data", required=True, help="directory with XNLI-1.0/ and XNLI-MT-1.0/, or hf:xnli")
@@ -61,26 +88,7 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
     m = sub.add_parser("mlqa",
         help="MLQA: extractive QA trained on SQuAD v1.1 English, tested in 7 languages",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Fine-tune a span head (XLMRobertaForQuestionAnswering layout) on SQuAD v1.1 and answer the MLQA\n"
-            "test sets test-context-xx-question-xx.json (en es de ar hi vi zh); scores with the official MLQA\n"
-            "metric: F1 / EM per language, average and transfer gap, per seed and averaged over --seeds.\n"
-            "Windows of 384 tokens, stride 128, questions ≤ 64 tokens; 20-best spans of ≤ 30 tokens.\n\n"
-            "Defaults are the paper's appendix (the same for base and large models): warm-up 10%, linear\n"
-            "decay, weight decay 0, the final model (--selection last); batch 32, lr 3e-5 and 3 epochs from\n"
-            "the searched batch {16, 32} (large: 32), lr {2e-5, 3e-5, 5e-5}, epochs {2, 3, 4}. --selection\n"
-            "all-dev picks the evaluation with the best mean dev F1 instead, en-dev the best English dev F1.\n"
-            "--search runs that grid for the model's size (base 18 settings, large 9), every setting ×\n"
-            "--seeds, each in RUN/grid/NN-…/, and keeps the setting whose model has the best mean F1 over\n"
-            "the MLQA dev files (dev-context-xx-question-xx.json, in DIR or DIR/dev; required, test is\n"
-            "never used to select); RUN/results.json and results.md list every setting, the chosen one\n"
-            "marked. --lr, --batch-size, --epochs, --warmup, --weight-decay given with --search fix that\n"
-            "value and search the rest.\n\n"
-            "example:\n"
-            "  infoxlm finetune mlqa --model my-model --train squad/train-v1.1.json --data MLQA_V1 \\\n"
-            "      --seeds 5 --output runs/mlqa\n"
-            "writes RUN/results.json, RUN/results.md, RUN/seed-S/predictions/*.json and RUN/seed-S/model/."
-        ),
+        description=MLQA_DESCRIPTION,
     )
     _common(m, "mlqa", default_eval_every=None)
     m.add_argument("--train", required=True, type=Path, help="SQuAD v1.1 training JSON (train-v1.1.json)")
@@ -97,11 +105,12 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _common(p: argparse.ArgumentParser, task: str, default_eval_every: int | None) -> None:
-    base, large = defaults.DEFAULTS[task, "base"], defaults.DEFAULTS[task, "large"]
-
     def by_size(key: str, fmt: str = "{}") -> str:
-        b, l = fmt.format(base[key]).replace("%", "%%"), fmt.format(large[key]).replace("%", "%%")  # argparse %-formats help
-        return f"default: {b} (paper)" if b == l else f"default by model size: base {b}, large {l} (paper)"
+        # argparse %-formats help
+        shown = {size: fmt.format(defaults.DEFAULTS[task, size][key]).replace("%", "%%") for size in defaults.SIZES}
+        if len(set(shown.values())) == 1:
+            return f"default: {shown['base']}"
+        return "default by model size: " + ", ".join(f"{size} {value}" for size, value in shown.items())
 
     add_model_arguments(p)
     p.add_argument("--output", required=True, type=Path, help="run directory RUN")
@@ -130,7 +139,7 @@ def _config(args: argparse.Namespace, selection: str, setting: dict):
 
 def _run(args: argparse.Namespace, task: str, run_setting) -> None:
     """Open --model (a run's checkpoint is written out for as long as fine-tuning lasts) and run
-    the planned settings: ``run_setting(setting, output, model_dir, model_name)``. On failure,
+    the planned settings: ``run_setting(setting, output, model_dir, model_name, settings_chosen)``. On failure,
     what the run added to --output is removed."""
     from ..train.model_source import open_model
     from .search import plan, run_search
@@ -142,12 +151,15 @@ def _run(args: argparse.Namespace, task: str, run_setting) -> None:
         model.tokenizer(f"finetune {task}")  # refused here, naming the model, not a temporary copy
         name = model.source.describe()
         print(f"[{task}] {name}: fine-tuning all {model.num_layers} layers")
-        size, settings = plan(model.directory, task, {key: getattr(args, key) for key in defaults.GRID_KEYS}, search=args.search)
+        explicit = {key: getattr(args, key) for key in defaults.GRID_KEYS}
+        size, settings = plan(model.directory, task, explicit, search=args.search)
         for setting in settings:  # a bad value stops the command before any training
             _config(args, "last", setting)
+        # Recorded in results.json; XTREME's other tasks take its one table (xtreme_defaults.py).
+        chosen = defaults.choice(task, size, explicit, search=args.search) if task in defaults.TASKS else None
 
         def run(setting: dict, output: Path) -> dict:
-            return run_setting(setting, output, model.directory, name)
+            return run_setting(setting, output, model.directory, name, chosen)
 
         if args.search:
             run_search(task, settings, run, args.output, size=size)
@@ -176,13 +188,13 @@ def run_finetune_xnli(args: argparse.Namespace) -> int:
 
     check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
     selection = "last" if args.selection == "last" else "best"
-    chosen = dev_languages(args.selection, check_languages(args.languages))
-    _run(args, "xnli", lambda setting, output, model_dir, model_name: classification.run_xnli(
-        model_dir, args.data, args.setting, output, _config(args, selection, setting), dev_languages=chosen,
+    devs = dev_languages(args.selection, check_languages(args.languages))
+    _run(args, "xnli", lambda setting, output, model_dir, model_name, chosen: classification.run_xnli(
+        model_dir, args.data, args.setting, output, _config(args, selection, setting), dev_languages=devs,
         seeds=args.seeds, languages=args.languages, train_data=args.train_data, max_length=args.max_length,
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         device=_device(args.device), progress=not args.no_progress, save_models=not args.no_save_model,
-        model_name=model_name,
+        model_name=model_name, settings_chosen=chosen,
     ))
     print(f"wrote {args.output / 'results.json'} and {args.output / 'results.md'}")
     return 0
@@ -193,14 +205,14 @@ def run_finetune_mlqa(args: argparse.Namespace) -> int:
 
     check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
     selection = "last" if args.selection == "last" else "best"
-    chosen = dev_languages(args.selection, qa.check_mlqa_languages(args.languages)) if selection == "best" else None
-    _run(args, "mlqa", lambda setting, output, model_dir, model_name: qa.run_mlqa(
-        model_dir, args.train, args.data, output, _config(args, selection, setting), dev_languages=chosen,
+    devs = dev_languages(args.selection, qa.check_mlqa_languages(args.languages)) if selection == "best" else None
+    _run(args, "mlqa", lambda setting, output, model_dir, model_name, chosen: qa.run_mlqa(
+        model_dir, args.train, args.data, output, _config(args, selection, setting), dev_languages=devs,
         seeds=args.seeds, languages=args.languages, cross_language=args.cross_language,
         max_length=args.max_length, doc_stride=args.doc_stride, max_query_length=args.max_query_length,
         max_train_examples=args.max_train_examples, device=_device(args.device),
         progress=not args.no_progress, save_models=not args.no_save_model, score_dev=args.search,
-        model_name=model_name,
+        model_name=model_name, settings_chosen=chosen,
     ))
     print(f"wrote {args.output / 'results.json'} and {args.output / 'results.md'}")
     return 0

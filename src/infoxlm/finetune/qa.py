@@ -222,6 +222,7 @@ def run_mlqa(
     dev_languages: Sequence[str] | None = None,
     log: Callable[[str], None] = print,
     model_name: str | None = None,
+    settings_chosen: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``seeds`` times; write OUTPUT/results.json, results.md, seed-{s}/predictions/*.json
     and seed-{s}/model/ (an ``XLMRobertaForQuestionAnswering`` directory); return the results.
@@ -230,7 +231,8 @@ def run_mlqa(
     must then exist in ``data``). ``score_dev``: also score the kept model on those dev files
     (``dev_f1_average``), which the hyperparameter search selects on. ``model_name``: the model
     as results.json names it (default: ``model_dir``). ``dev_languages``: the dev files selection
-    averages (default: every language's; ``["en"]``: XTREME's rule)."""
+    averages (default: every language's; ``["en"]``: XTREME's rule); ``settings_chosen``: how the
+    settings were chosen (``defaults.choice``), recorded as it is."""
     runs = SeedRuns("mlqa", config, seeds, output, log)
     tokenizer = Tokenizer.from_pretrained(model_dir)
     languages = check_mlqa_languages(languages)
@@ -252,6 +254,7 @@ def run_mlqa(
         "train_examples": len(train_examples),
         "train_windows": len(train_features),
         "window": window,
+        **({"settings_chosen": settings_chosen} if settings_chosen is not None else {}),
     }
     mean_keys = ["test", "average_f1", "average_exact_match", "transfer_gap_f1", "transfer_gap_exact_match",
                  "cross_language", "dev_f1_average"]

@@ -38,7 +38,8 @@ def plan(
         settings = [xtreme_defaults.settings_for(task, size, explicit)]
     else:
         settings = defaults.grid(task, size, explicit) if search else [defaults.settings_for(task, size, explicit)]
-    log(f"[{task}] {size}-size settings ({config.num_hidden_layers} layers × {config.hidden_size}): "
+    origin = defaults.ORIGINS[size] if task in defaults.TASKS else "XTREME's published settings"
+    log(f"[{task}] {size}-size settings ({config.num_hidden_layers} layers × {config.hidden_size}; {origin}): "
         + (f"a search over {len(settings)} settings" if search else ", ".join(f"{k} {v}" for k, v in settings[0].items())))
     return size, settings
 
@@ -98,7 +99,7 @@ def format_search(task: str, search: dict[str, Any]) -> str:
                      row["dev"], row["test_average"], "**chosen**" if i == search["chosen"] else ""])
     seeds = len(search["settings"][0]["seeds"]) if search["settings"] else 0
     return "\n".join([
-        f"# {task.upper()} hyperparameter search ({search['size']}-size grid of the paper's appendix)", "",
+        f"# {task.upper()} hyperparameter search ({search['size']}-size grid: {defaults.ORIGINS[search['size']]})", "",
         f"Every setting × {seeds} seed{'s' if seeds != 1 else ''}; selected on the {search['selected_on']} "
         f"(mean over seeds; #M=1). The test average is shown, never used.", "",
         markdown_table(header, rows), "",

@@ -110,7 +110,7 @@ def _run_pawsx(args: argparse.Namespace, run: Runner, is_run: IsRun, device: Cal
 
     check_output_dir(args.output, written_by_us=is_run, flag=None, results_of_a_run=True)
     languages = check_pawsx_languages(args.languages)
-    run(args, "pawsx", lambda setting, output, model_dir, model_name: pawsx.run_pawsx(
+    run(args, "pawsx", lambda setting, output, model_dir, model_name, _chosen: pawsx.run_pawsx(
         model_dir, args.data, output, _config(args, setting), setting=args.setting, seeds=args.seeds,
         languages=languages, dev_languages=dev_languages(args.selection, languages), max_length=args.max_length,
         max_train_examples=args.max_train_examples, device=device(args.device), progress=not args.no_progress,
@@ -128,7 +128,7 @@ def _run_qa(args: argparse.Namespace, task: str, run: Runner, is_run: IsRun, dev
     if args.selection == "all-dev":
         raise FinetuneError(f"--selection all-dev: {task} has no dev file per language (only an English one); "
                             "use en-dev or last")
-    run(args, task, lambda setting, output, model_dir, model_name: xtreme_qa.run_xtreme_qa(
+    run(args, task, lambda setting, output, model_dir, model_name, _chosen: xtreme_qa.run_xtreme_qa(
         task, model_dir, args.data, output, _config(args, setting), train_file=args.train, dev_file=args.dev,
         seeds=args.seeds, languages=args.languages, max_length=args.max_length, doc_stride=args.doc_stride,
         max_query_length=args.max_query_length, max_train_examples=args.max_train_examples,

@@ -44,11 +44,13 @@ MOMENTUM_SCHEDULES = ("constant", "inverse_sqrt")
 KEY_WARMUPS = ("copy", "momentum")
 PARALLELISMS = ("ddp", "fsdp")
 # How a run executes, not what it computes: a run may continue with other values of these
-# (another device, world size, parallelism or micro-batch budget) without --allow-config-change.
+# (another device, world size, parallelism, micro-batch budget or checkpoint and log
+# intervals) without --allow-config-change.
 EXECUTION_FIELDS = (
     "run.device", "run.parallelism", "run.async_checkpoint", "run.compile", "run.collective_timeout_s",
     "run.activation_checkpointing", "run.expandable_segments", "run.prefetch_data", "run.token_bucket",
-    "data.max_tokens",
+    "data.max_tokens", "run.save_every", "run.save_every_minutes", "run.keep_checkpoints", "run.log_every",
+    "run.eval_every", "run.val_examples", "run.val_pairs",
 )
 
 
@@ -229,7 +231,15 @@ class RunConfig(Section):
     SECTION: ClassVar[str] = "run"
     seed: int = 0
     save_every: int = 1000
+    # A checkpoint also after the first step that ends this many minutes after the last one
+    # (0: steps only), so that a stop loses minutes whatever the preset, --max-steps or device.
+    save_every_minutes: float = 10.0
     keep_checkpoints: int = 3
+    # With --validation (train/validation.py): every N steps and after the last, held-out MMLM
+    # and TLM losses on val_examples examples each, retrieval on val_pairs pairs of each pair.
+    eval_every: int = 1000
+    val_examples: int = 64
+    val_pairs: int = 256
     log_every: int = 10
     device: str | None = None  # default: cuda if available, else cpu
     bf16: bool = True  # autocast on GPU; CPU runs compute in fp32 unless cpu_bf16
@@ -282,6 +292,9 @@ class RunConfig(Section):
         if self.seed >= 2**63:
             self._fail("seed", "an integer below 2**63")
         self._integer("save_every", 1)
+        self._number("save_every_minutes", 0.0)
+        for name in ("eval_every", "val_examples", "val_pairs"):
+            self._integer(name, 1)
         self._integer("keep_checkpoints", 0)  # 0 keeps every checkpoint
         self._integer("log_every", 1)
         if self.device is not None:

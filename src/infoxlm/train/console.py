@@ -48,8 +48,9 @@ def config_summary(
         f"  batch     {_batches(config)} per step",
         f"  steps     {o.max_steps:,} (warm-up {o.warmup_steps:,}, lr {o.lr:g}"
         + (f", warm-up–stable–decay over the last {o.decay_fraction:.0%}" if o.schedule == "wsd" else "")
-        + "); checkpoint every "
-        f"{r.save_every:,}, log every {r.log_every:,}",
+        + f"); checkpoint every {r.save_every:,} steps"
+        + (f" and {r.save_every_minutes:g} minutes" if r.save_every_minutes else "")
+        + f", log every {r.log_every:,}",
         f"  device    {device}" + (f" × {processes} processes ({r.parallelism})" if processes > 1 else "")
         + f"; {'bf16' if bf16 else 'fp32'}; compile {'on' if r.compile else 'off'}; micro-batch budget "
         f"{d.max_tokens:,} tokens per objective"
@@ -85,6 +86,10 @@ def bar_postfix(metrics: dict[str, float]) -> str:
         parts.append(f"acc {metrics['xlco/accuracy']:.2f}")
     if "tokens_per_s" in metrics:
         parts.append(f"{metrics['tokens_per_s']:.0f} tok/s")
+    # A validation step (train/validation.py): the held-out losses and the average retrieval.
+    parts += [f"val {k[4:]} {metrics[k]:.3f}" for k in ("val/mmlm", "val/tlm") if k in metrics]
+    if "val/retrieval_xx2en" in metrics:
+        parts.append(f"val xx→en {metrics['val/retrieval_xx2en']:.1f}%")
     return ", ".join(parts)
 
 

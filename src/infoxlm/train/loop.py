@@ -52,11 +52,13 @@ from .model_build import build_model, check_init_tokenizer
 from .parallelism import is_sharded, whole_state
 from .resume import STORE_IDENTITY_FILE, Resume, split_state, tensor_state
 from .run_lock import RunLock
+from .save_schedule import SaveSchedule
 from .stopping import RunStopped, StopRequest
 from .step_estimate import estimate_step
 from .step_prefetch import StepPrefetcher
 from .store_identity import store_identity
 from .token_budget import resolve_max_tokens
+from .validation import Validation
 
 
 class Trainer:
@@ -73,6 +75,7 @@ class Trainer:
         progress: bool = True,
         preset: str | None = None,
         notes: Sequence[str] = (),
+        validation: str | Path | None = None,
     ):
         self.preset = preset  # the name the config started from, for the summary printed at the start
         # What the command settled about the config (the contrast layer --init gave, warnings):
@@ -89,12 +92,15 @@ class Trainer:
         # One command at a time in RUN: locked before anything in it is read or written.
         self.run_lock = RunLock.acquire(self.run_dir, self.world)
         try:
-            self._start(config, data, allow_config_change, allow_data_change, progress)
+            self._start(config, data, allow_config_change, allow_data_change, progress, validation)
         except BaseException:
             self.run_lock.release(started=False)  # a command that cannot start leaves RUN as it was
             raise
 
-    def _start(self, config: TrainConfig, data: str | Path, allow_config_change: bool, allow_data_change: bool, progress: bool) -> None:
+    def _start(
+        self, config: TrainConfig, data: str | Path, allow_config_change: bool, allow_data_change: bool, progress: bool,
+        validation: str | Path | None,
+    ) -> None:
         # The seed of the data, and what is left to the device (compiling on a GPU).
         self.config = resolve_config(self.config, self.world.device)
         self.progress = progress and self.world.is_main
@@ -112,6 +118,8 @@ class Trainer:
             fingerprint = self.store_identity["tokenizer"]["fingerprint"]
             check_init_tokenizer(config.model.init, self.store.root, fingerprint, warn=self.world.is_main)
         self.pipeline = DataPipeline(self.store, self.config.data)
+        # --validation: held-out losses and retrieval every run.eval_every steps (validation.py)
+        self.validation = Validation(validation, self.config, self.store) if validation is not None else None
 
         torch.manual_seed(config.run.seed)  # the fresh weights
         model = build_model(
@@ -246,27 +254,10 @@ class Trainer:
         log = MetricsLog(self.run_dir, enabled=self.world.is_main, resume_step=self.step, wandb=wandb)
         bar = tqdm(total=cfg.optim.max_steps, initial=self.step, desc="pretrain", unit="step", disable=not self.progress)
         interrupted = False
+        saves = SaveSchedule(cfg.run.save_every, cfg.run.save_every_minutes, cfg.optim.max_steps)
         try:
-            while self.step < cfg.optim.max_steps:
-                interrupt.check()  # a Ctrl-C that library code swallowed
-                metrics = self.train_step()
-                self.step += 1
-                self.checkpoints.poll()  # a background save that has finished goes in place
-                bar.update(1)
-                if self.step % cfg.run.log_every == 0 or self.step == cfg.optim.max_steps:
-                    metrics.update(allocator_counts(self.world.device))
-                    log.write(self.step, metrics)
-                    bar.set_postfix_str(bar_postfix(metrics), refresh=False)
-                    if self.world.is_main and not self.progress:  # no bar: a line instead
-                        print(step_line(self.step, cfg.optim.max_steps, metrics), flush=True)
-                if self.step % cfg.run.save_every == 0 or self.step == cfg.optim.max_steps:
-                    self.save()
-                if cfg.run.export_every and self.step % cfg.run.export_every == 0:
-                    self.export_model(self.run_dir / "exports" / f"step-{self.step}")
-                reason = self.stop.reached(self.step, self.world)
-                if reason is not None and self.step < cfg.optim.max_steps:
-                    self.stop_early(reason, saved=self.step % cfg.run.save_every == 0)
-                    break
+            with self.stop.ctrl_c():  # the first Ctrl-C from here on stops as SIGTERM does
+                self._steps(log, bar, saves)
             self.checkpoints.wait()
         except KeyboardInterrupt:
             interrupted = True  # Ctrl-C: the last checkpoint stays; end within seconds
@@ -284,6 +275,40 @@ class Trainer:
             self.checkpoints.close()  # a background save still running after an error ends complete or removed
             log.close(timeout=1.0 if interrupted else TENSORBOARD_CLOSE_TIMEOUT_S)
 
+    def _steps(self, log: MetricsLog, bar: tqdm, saves: SaveSchedule) -> None:
+        """Step → log → save → export, until the last step or a stop."""
+        cfg = self.config
+        while self.step < cfg.optim.max_steps:
+            interrupt.check()  # a Ctrl-C that library code swallowed
+            metrics = self.train_step()
+            interrupt.check()  # a second Ctrl-C that library code swallowed during the step: no save
+            self.step += 1
+            self.checkpoints.poll()  # a background save that has finished goes in place
+            bar.update(1)
+            validated = self.validation is not None and self.validation.due(self.step, cfg.optim.max_steps)
+            if validated:  # the model after this step, on the held-out data
+                metrics.update(self.validation.scores(self.model, self.world))
+            if validated or self.step % cfg.run.log_every == 0 or self.step == cfg.optim.max_steps:
+                metrics.update(allocator_counts(self.world.device))
+                log.write(self.step, metrics)
+                bar.set_postfix_str(bar_postfix(metrics), refresh=False)
+                if self.world.is_main and (validated or not self.progress):  # no bar, or validation: a line
+                    line = step_line(self.step, cfg.optim.max_steps, metrics)
+                    if self.progress:
+                        bar.write(line)  # above the bar, which stays
+                    else:
+                        print(line, flush=True)
+            saved = saves.due(self.step, self.world)
+            if saved:
+                self.save()
+                saves.saved()
+            if cfg.run.export_every and self.step % cfg.run.export_every == 0:
+                self.export_model(self.run_dir / "exports" / f"step-{self.step}")
+            reason = self.stop.reached(self.step, self.world)
+            if reason is not None and self.step < cfg.optim.max_steps:
+                self.stop_early(reason, saved=saved)
+                return
+
     def summary(self) -> str:
         """What this run will do, in a few lines (console.py)."""
         lines = config_summary(
@@ -292,6 +317,8 @@ class Trainer:
             processes=self.world.size, bf16=computes_in_bf16(self.config, self.world),
             start_step=self.step,
         )  # fmt: skip
+        if self.validation is not None:
+            lines.insert(-1, self.validation.describe())
         return "\n".join(lines)
 
     def stop_early(self, reason: str, saved: bool) -> None:

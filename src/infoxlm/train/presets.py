@@ -1,5 +1,7 @@
 """Named presets: each a function that returns a ``TrainConfig`` (torchtitan's registry), one
-per recipe, used by every command that names it.
+per recipe, used by every command that names it. Every preset checkpoints every
+``run.save_every`` steps and every ``run.save_every_minutes`` (10) minutes of wall time, so that
+a stop, whatever ``--max-steps`` is, loses a few minutes at most.
 
 ``infoxlm pretrain --preset NAME`` starts from ``preset(NAME)``; the demo trains its settings'
 presets and the benchmark reads its sizes off them, so ``infoxlm pretrain --preset paper-demo
@@ -127,7 +129,7 @@ def demo() -> TrainConfig:
             "temperature": 0.05, "in_batch_negatives": True, "key_dropout": False,
         },
         optim={"lr": 2e-3, "warmup_steps": 40, "max_steps": 400},
-        run={"save_every": 400, "log_every": 10},
+        run={"save_every": 100, "log_every": 10},
     )  # fmt: skip
 
 
@@ -178,7 +180,7 @@ def paper_demo() -> TrainConfig:
             "in_batch_negatives": True, "queue_size": 2048, "momentum": 0.99,
         },
         optim={"lr": 1e-3, "warmup_steps": 20, "max_steps": 300},
-        run={"save_every": 300, "log_every": 10},
+        run={"save_every": 100, "log_every": 10},
     )  # fmt: skip
 
 

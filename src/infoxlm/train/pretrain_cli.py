@@ -23,12 +23,15 @@ _PRETRAIN_DESCRIPTION = (
     "--init, contrast.layer is the one the model records, unless set. The run starts with a\n"
     "summary of the resolved config (the whole of it is saved as RUN/config.json;\n"
     "--print-config prints it), an estimate where a step takes over a minute on the device,\n"
-    "and ends with what it wrote and the command to run next.\n\n"
+    "and ends with what it wrote and the command to run next. Ctrl-C stops after the step in\n"
+    "progress with a checkpoint (exit 0; the same command resumes); a second Ctrl-C aborts at once,\n"
+    "keeping the last checkpoint. Checkpoints: every run.save_every steps and run.save_every_minutes.\n\n"
     "--init takes a local directory; infoxlm downloads nothing (get XLM-R base once with\n"
     "huggingface-cli download xlm-roberta-base --local-dir xlmr-base).\n\n"
     "examples:\n"
     "  infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base\n"
     "  infoxlm pretrain --preset test --data store --output runs/t --max-steps 50 --no-xlco\n"
+    "  infoxlm pretrain --preset demo --data store --output runs/d --validation held-out-store\n"
     "  infoxlm pretrain --preset scratch-base --set optim.lr=2e-4 --print-config\n"
     "  infoxlm pretrain --preset paper-demo --print-config   # what `infoxlm demo --setting paper` trains\n"
     "  torchrun --nproc_per_node 8 -m infoxlm pretrain --preset base --init xlmr-base --data store --output runs/base"
@@ -78,6 +81,9 @@ def _add_source_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", type=Path, default=None, help="run directory, created or resumed (required unless --print-config)")
     p.add_argument("--init", default=None, help="model to continue from: Hugging Face XLM-R directory, sentence-transformers "
                    "export or run directory (required by base, large, xl, xxl; test, demo and scratch-base train from scratch without it)")
+    p.add_argument("--validation", type=Path, default=None, metavar="STORE",
+                   help="held-out token store (infoxlm prepare on other text, the same tokenizer): every run.eval_every "
+                   "steps, MMLM and TLM loss and xx→en / en→xx retrieval top-1 at the contrast layer, logged as val/…")
     p.add_argument("--config", type=Path, default=None, help="JSON file of config sections to apply over the preset")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override one field (repeatable)")
 
@@ -89,7 +95,7 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--stop-at", type=positive_int, default=None, metavar="STEP",
         help="end cleanly after this step with a checkpoint, the config unchanged: the same command "
-        "without --stop-at continues the run (SIGTERM and SIGUSR1 do the same after the current step); "
+        "without --stop-at continues the run (Ctrl-C, SIGTERM and SIGUSR1 do the same after the current step); "
         "a run already at STEP or past it is left as it is",
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=None, help="run.seed: decides weights, data order, masking")
@@ -191,7 +197,7 @@ def _resolved(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from .checkpoint import list_checkpoints
+    from .checkpoint import latest_checkpoint, list_checkpoints
     from .config import resolve_config
     from .console import finished_lines
     from .continuation import refuse_without_init
@@ -220,6 +226,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
             stop_at=args.stop_at,
             preset=args.preset,
             notes=notes,
+            validation=args.validation,
         )
         if os.environ.get("RANK", "0") == "0":  # torchrun's rank 0 speaks for the run
             found = list_checkpoints(run_dir)
@@ -235,7 +242,9 @@ def run_pretrain(args: argparse.Namespace) -> int:
         # The checkpoints are complete and synced, the logs closed: end now, without the
         # interpreter's teardown, where a library thread left mid-operation by the interrupt
         # can block the exit for good.
-        print("infoxlm: interrupted", file=sys.stderr, flush=True)
+        kept = latest_checkpoint(args.output)
+        resume = f"; {kept} kept: the same command resumes from it" if kept is not None else ""
+        print(f"infoxlm: interrupted{resume}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(130)
     return _end_worker(0)

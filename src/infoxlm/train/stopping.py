@@ -1,4 +1,4 @@
-"""Ending a run early and cleanly: ``--stop-at STEP`` and a scheduler's SIGTERM / SIGUSR1.
+"""Ending a run early and cleanly: ``--stop-at STEP``, Ctrl-C, and a scheduler's SIGTERM / SIGUSR1.
 
 A cluster scheduler warns a job before it takes its nodes away: SLURM sends SIGTERM at the
 time limit (and, with ``--signal=USR1@120``, SIGUSR1 a chosen time before), and torchrun
@@ -11,6 +11,11 @@ given step, without touching the run's config.
 that no caller (``infoxlm demo``, a script) goes on to export or evaluate a partly trained
 model; the ``infoxlm`` commands exit 0 on it.
 
+Ctrl-C (SIGINT) while the steps run is the keyboard's SIGTERM: the first one stops the run
+after the step in progress with a checkpoint, exit 0; a second one, when waiting is not
+wanted, aborts at once (a KeyboardInterrupt, as before the steps began: exit 130), the last
+checkpoint kept. A SIGINT that the shell ignores (a background job) stays ignored.
+
 The handler only sets a flag; the trainer asks :meth:`StopRequest.reached` at each step
 boundary. In a run of several processes the signal may reach the ranks a step apart, so the
 ranks agree (one MAX all-reduce of a single number per step) and all stop after the same step.
@@ -18,12 +23,16 @@ ranks agree (one MAX all-reduce of a single number per step) and all stop after 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import sys
 import threading
 from pathlib import Path
 
 import torch
 
+from .. import interrupt
 from .distributed import World, all_reduce_max
 
 __all__ = ["RunStopped", "StopRequest", "STOP_SIGNALS"]
@@ -59,6 +68,7 @@ class StopRequest:
         self.stop_at = stop_at
         self.signal_name: str | None = None  # the signal that arrived, once one has
         self._previous: dict[int, object] = {}
+        self._previous_sigint: object = None  # the handler a second Ctrl-C goes to
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():  # where handlers run
@@ -73,6 +83,33 @@ class StopRequest:
 
     def _handle(self, signum, frame) -> None:
         self.signal_name = signal.Signals(signum).name
+
+    @contextlib.contextmanager
+    def ctrl_c(self):
+        """While the steps run: the first Ctrl-C asks for a stop as SIGTERM does, a second goes
+        to the handler in place before (infoxlm.interrupt's, or Python's: KeyboardInterrupt).
+        Only in the main thread and over a handler that raises; an ignored SIGINT is left so."""
+        current = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+        if not interrupt.raises_on_sigint(current):
+            yield
+            return
+        self._previous_sigint = current
+        signal.signal(signal.SIGINT, self._handle_ctrl_c)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, current)
+
+    def _handle_ctrl_c(self, signum, frame) -> None:
+        if self.signal_name == "Ctrl-C":  # the second: abort now
+            self._previous_sigint(signum, frame)
+            return
+        self.signal_name = "Ctrl-C"
+        # os.write, not print: a handler that prints while the main thread is inside a write
+        # to the same stream (the progress bar's) raises "reentrant call".
+        with contextlib.suppress(OSError, ValueError):
+            os.write(sys.stderr.fileno(), b"\nCtrl-C: stopping after this step with a checkpoint "
+                     b"(Ctrl-C again aborts at once, keeping the last checkpoint)\n")
 
     def reached(self, step: int, world: World) -> str | None:
         """After optimizer step ``step`` (counted from 1): why to stop now, or None.
