@@ -183,8 +183,9 @@ def _failure(job: EngineJob, what: str, logging_dir: str, failed: list[int], tas
     """One line: which tasks failed, the first one's last log line, and what to do."""
     rank = failed[0]
     log = os.path.join(logging_dir, "logs", f"task_{rank:05d}.log")
-    last = _last_line(log)
-    how = "died (its process was killed)" if rank in dead and "ERROR" not in _read(log) else "failed"
+    killed = rank in dead and "ERROR" not in _read(log)
+    last = "" if killed else _last_line(log)  # a killed task's log just stops
+    how = "died (its process was killed)" if killed else "failed"
     others = sorted(failed[1:])
     more = f" (and task{'s' if len(others) > 1 else ''} {_listed(others)}, not done)" if others else ""
     return (
@@ -237,7 +238,8 @@ def _connect_ray(options: EngineOptions) -> None:
     except ImportError:
         raise DataError("--executor ray needs the ray package; pip install 'infoxlm[ray]'") from None
     if not ray.is_initialized():
-        ray.init(address=options.ray_address, log_to_driver=False, **_ray_runtime())
+        local = {"include_dashboard": False} if options.ray_address is None else {}  # a cluster of this command only
+        ray.init(address=options.ray_address, log_to_driver=False, **local, **_ray_runtime())
 
 
 def _ray_runtime() -> dict[str, Any]:
