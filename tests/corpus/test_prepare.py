@@ -605,3 +605,16 @@ def test_dedup_drops_repeated_lines_and_counts_them(tmp_path, tiny_model_dir, ca
     code = infoxlm_main(["prepare", "parallel", "--pair", "en-de", "--tsv", str(pairs), "--tokenizer",
                          str(tiny_model_dir), "--output", str(tmp_path / "q"), "--dedup", "--no-progress"])  # fmt: skip
     assert code == 0 and "skipped duplicate 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["--input", "--src"])
+def test_a_url_without_an_executor_is_refused_saying_what_reads_it(tmp_path, capsys, where):
+    url = "s3://corpora/de.txt"
+    if where == "--input":
+        argv = ["prepare", "mono", "--lang", "de", "--input", url]
+    else:
+        argv = ["prepare", "parallel", "--pair", "en-de", "--src", url, "--tgt", "s3://corpora/en.txt"]
+    code = infoxlm_main([*argv, "--tokenizer", str(tmp_path), "--output", str(tmp_path / "S")])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.startswith(f"infoxlm: error: {url}: a URL; expected a local file for {where}")
+    assert "--executor local --tasks N" in err

@@ -55,7 +55,8 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--partition", metavar="NAME", help="SLURM partition")
     group.add_argument("--time", metavar="HH:MM:SS", help="SLURM time limit of each task")
     group.add_argument(
-        "--mem-per-cpu-gb", type=float, default=2.0, metavar="G", help="SLURM and Ray: memory per core (default: 2)"
+        "--mem-per-cpu-gb", type=positive_int, default=2, metavar="G",
+        help="SLURM and Ray: memory per core, in whole GB (default: 2)",
     )  # fmt: skip
     group.add_argument(
         "--sbatch-arg", action="append", default=[], metavar="KEY=VALUE",

@@ -89,8 +89,11 @@ class EngineJob:
             "inputs": [objects[spec] if is_url(spec) else _local_record(spec) for spec in _specs(arguments)],
         }
         work = Path(work) if work is not None else Path(f"{Path(output).absolute()}-tasks") / f"{kind}-{name}"
+        store, work = Path(output).resolve(), work.resolve()
+        if work == store or store in work.parents or work in store.parents:  # the task stores would nest in it
+            raise DataError(f"--logging-dir {work}: inside --output {store} or holding it; expected a directory apart")
         identity = hashlib.sha256(json.dumps(record, sort_keys=True).encode("utf-8")).hexdigest()
-        return cls(kind, name, arguments, str(Path(output).resolve()), tasks, str(Path(work).resolve()), objects, identity)
+        return cls(kind, name, arguments, str(store), tasks, str(work), objects, identity)
 
     @classmethod
     def load(cls, work: Path | str) -> EngineJob:

@@ -61,7 +61,7 @@ class EngineOptions:
     cpus_per_task: int | None = None  # None: local, the machine's cores shared by the workers; else 1
     partition: str | None = None  # SLURM
     time: str | None = None  # SLURM time limit per array task, e.g. 12:00:00
-    mem_per_cpu_gb: float = 2.0  # SLURM and Ray
+    mem_per_cpu_gb: int = 2  # SLURM and Ray (sbatch takes whole units: --mem-per-cpu=2G)
     sbatch_args: dict[str, str] = field(default_factory=dict)  # SLURM: more #SBATCH lines (account, qos, …)
     env_command: str | None = None  # SLURM: run before each task, e.g. `source .venv/bin/activate`
     ray_address: str | None = None  # Ray: a cluster's address; None starts a local one
@@ -165,15 +165,19 @@ def _run_stage(job: EngineJob, options: EngineOptions, stage: tuple[str, list, i
         multiprocess.set_start_method("forkserver", force=True)
     watch = what == "tasks" and options.executor == "local" and options.workers != 1 and tasks > 1
     watchdog = _Watchdog(job) if watch else None
+    error = None
     try:
         with watchdog or _Nothing():
             executor.run()
     except KeyboardInterrupt:
         if watchdog is None or not watchdog.dead:
             raise
-    except Exception:  # noqa: BLE001 - a task's error: reported below with its rank and log line
-        pass
+    except Exception as raised:  # noqa: BLE001 - a task's error: reported below with its rank and log line
+        error = raised
     failed = [rank for rank in range(tasks) if not os.path.isfile(os.path.join(logging_dir, "completions", f"{rank:05d}"))]
+    logs = [os.path.join(logging_dir, "logs", f"task_{rank:05d}.log") for rank in failed]
+    if error is not None and not any(os.path.isfile(log) for log in logs):
+        raise error  # the executor itself failed before any of these tasks ran: its own message says more
     if failed:  # a task that raised first: the others may have been stopped because of it
         failed.sort(key=lambda rank: "ERROR" not in _read(os.path.join(logging_dir, "logs", f"task_{rank:05d}.log")))
         raise DataError(_failure(job, what, logging_dir, failed, tasks, watchdog.dead if watchdog else []))
