@@ -17,6 +17,7 @@ import io
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,7 +111,10 @@ def test_local_tasks_merge_into_the_store_one_prepare_writes(corpus, plain, tmp_
     assert report["mono"]["de"]["checksum"].startswith("sha256:")
     work = tmp_path / "S-tasks" / "mono-de"
     assert sorted(p.name for p in (work / "tasks" / "completions").iterdir()) == [f"{r:05d}" for r in range(tasks)]
-    # The same command again: up to date, no task runs.
+    # The same command again: up to date, no task runs; so too once the task stores are deleted.
+    code, out, err = _run(capsys, *_mono(corpus, tmp_path / "S", *extra))
+    assert (code, out.strip()) == (0, "de: up to date") and "running task" not in err
+    shutil.rmtree(work / "stores")
     code, out, err = _run(capsys, *_mono(corpus, tmp_path / "S", *extra))
     assert (code, out.strip()) == (0, "de: up to date") and "running task" not in err
 
