@@ -245,9 +245,11 @@ echo "Submitted batch job $n"
 """
 
 
+@pytest.mark.parametrize("url", [False, True])
 def test_slurm_submits_the_task_array_then_the_merge_and_its_tasks_run_as_on_nodes(
-    corpus, plain, tmp_path, capsys, monkeypatch
+    corpus, plain, tmp_path, capsys, monkeypatch, url
 ):
+    # With an input at a URL, an array job that copies it comes first, and the tasks wait for it.
     bin_dir, record = tmp_path / "bin", tmp_path / "sbatch"
     bin_dir.mkdir()
     record.mkdir()
@@ -259,6 +261,8 @@ def test_slurm_submits_the_task_array_then_the_merge_and_its_tasks_run_as_on_nod
     monkeypatch.setenv("SBATCH_RECORD", str(record))
     argv = _mono(corpus, tmp_path / "S", "--executor", "slurm", "--tasks", 3, "--partition", "cpu", "--time",
                  "1:00:00", "--cpus-per-task", 2, "--mem-per-cpu-gb", 3, "--sbatch-arg", "account=proj")  # fmt: skip
+    if url:
+        argv[argv.index(corpus / "de.txt.zst")] = f"file://{corpus}/de.txt.zst"
     code, out, err = _run(capsys, *argv)
     assert code == 0, err
     assert "submitted 3 tasks and the merge" in err
@@ -270,12 +274,17 @@ def test_slurm_submits_the_task_array_then_the_merge_and_its_tasks_run_as_on_nod
         assert line in scripts[tasks_job]
     merge_job = next(n for n, s in scripts.items() if "merge/executor.pik" in s)
     assert f"--dependency=afterok:{tasks_job}" in args[merge_job]
+    stage_jobs = [n for n, s in scripts.items() if "stage/executor.pik" in s]
+    assert len(stage_jobs) == url
+    if url:
+        assert f"--dependency=afterok:{stage_jobs[0]}" in args[tasks_job]
+        assert "#SBATCH --array=0-0" in scripts[stage_jobs[0]]  # one object: one copying task
     # The nodes: each array task, then the merge, runs its pickled executor as launch_pickled_pipeline does.
     work = tmp_path / "S-tasks" / "mono-de"
     monkeypatch.setenv("SLURM_NODELIST", "node01")
     requeue = signal.getsignal(signal.SIGUSR1)  # a SLURM task requeues itself on SIGUSR1: not this process
     try:
-        for stage, count in (("tasks", 3), ("merge", 1)):
+        for stage, count in ((("stage", 1),) if url else ()) + (("tasks", 3), ("merge", 1)):
             for index in range(count):
                 monkeypatch.setenv("SLURM_ARRAY_TASK_ID", str(index))
                 with open(work / stage / "executor.pik", "rb") as file:
