@@ -37,8 +37,12 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         "again runs only the tasks without one, then merges (a changed input, option or --tasks is refused). "
         "Inputs may be fsspec URLs (s3://, gs://, hf://datasets/…, globs too), copied to --logging-dir by the tasks.",
     )
-    group.add_argument("--executor", choices=_EXECUTORS, help="run the tasks on this machine, as a SLURM array, or on Ray")
-    group.add_argument("--tasks", type=positive_int, metavar="N", help="how many parts (tasks) the input is prepared in")
+    group.add_argument(
+        "--executor", choices=_EXECUTORS, help="run the tasks on this machine, as a SLURM array, or on Ray"
+    )  # fmt: skip
+    group.add_argument(
+        "--tasks", type=positive_int, metavar="N", help="how many parts (tasks) the input is prepared in"
+    )  # fmt: skip
     group.add_argument(
         "--workers", type=positive_int, metavar="W", help="tasks running at once (default: all of them)"
     )  # fmt: skip

@@ -185,7 +185,9 @@ class EngineJob:
             merged = read_store_json(self.root / "merged.json")
             corpus_path = Path(self.output) / self.kind / self.name
             meta = read_store_json(corpus_path / "meta.json")
-            if merged.get("identity") != self.identity or meta.get("input_fingerprint") != merged.get("input_fingerprint"):
+            if merged.get("identity") != self.identity:
+                return None
+            if meta.get("input_fingerprint") != merged.get("input_fingerprint"):  # replaced since, or damaged
                 return None
             corpus = (MonoCorpus if self.kind == "mono" else ParallelCorpus).open(corpus_path)
             corpus.verify()
@@ -220,8 +222,10 @@ def merge_tasks(job: EngineJob, *, show_progress: bool = True) -> PrepareResult:
             f"{job.tasks_dir()}: task{'s' if len(missing) > 1 else ''} {_ranks(missing)} of {job.tasks} not done "
             "(no completion marker); expected every task done before the merge: launch the same command again"
         )
-    result = merge_stores(job.output, [job.store(rank) for rank in range(job.tasks)], show_progress=show_progress, replace=True)[0]
-    write_json_atomic(job.root / "merged.json", {"identity": job.identity, "input_fingerprint": result.meta["input_fingerprint"]})
+    stores = [job.store(rank) for rank in range(job.tasks)]
+    result = merge_stores(job.output, stores, show_progress=show_progress, replace=True)[0]
+    merged = {"identity": job.identity, "input_fingerprint": result.meta["input_fingerprint"]}
+    write_json_atomic(job.root / "merged.json", merged)
     return result
 
 

@@ -20,7 +20,8 @@ launch is refused with who holds it).
 
 Example::
 
-    >>> job = EngineJob.create("mono", {"language": "de", "inputs": ["de.txt"], "tokenizer": "tok"}, "store", 3)  # doctest: +SKIP
+    >>> arguments = {"language": "de", "inputs": ["de.txt"], "tokenizer": "tok"}
+    >>> job = EngineJob.create("mono", arguments, "store", 3)   # doctest: +SKIP
     >>> print(launch(job, EngineOptions("local", tasks=3)).summary())   # doctest: +SKIP
     de: 1,745 lines in 400 documents, 11,470 tokens, <unk> 0.00 % -> /data/store/mono/de
 """
@@ -106,7 +107,9 @@ def build_executor(
     raise DataError(f"--executor {options.executor}: unknown; expected one of {', '.join(EXECUTORS)}")
 
 
-def launch(job: EngineJob, options: EngineOptions, *, force: bool = False, show_progress: bool = True) -> PrepareResult | None:
+def launch(
+    job: EngineJob, options: EngineOptions, *, force: bool = False, show_progress: bool = True
+) -> PrepareResult | None:
     """Run (or, on SLURM, submit) the job; returns the merged corpus, or None once submitted.
 
     Raises:
@@ -148,7 +151,7 @@ def _stages(job: EngineJob, options: EngineOptions) -> list[tuple[str, list, int
 def _run_stage(job: EngineJob, options: EngineOptions, stage: tuple[str, list, int]) -> None:
     """Run one stage to its end; every task must leave its completion marker."""
     logging_dir, pipeline, tasks = stage
-    done = [rank for rank in range(tasks) if os.path.isfile(os.path.join(logging_dir, "completions", f"{rank:05d}"))]
+    done = [rank for rank in range(tasks) if _completed(logging_dir, rank)]
     what = os.path.basename(logging_dir)
     if len(done) < tasks:
         todo = [rank for rank in range(tasks) if rank not in done]
@@ -174,13 +177,18 @@ def _run_stage(job: EngineJob, options: EngineOptions, stage: tuple[str, list, i
             raise
     except Exception as raised:  # noqa: BLE001 - a task's error: reported below with its rank and log line
         error = raised
-    failed = [rank for rank in range(tasks) if not os.path.isfile(os.path.join(logging_dir, "completions", f"{rank:05d}"))]
+    failed = [rank for rank in range(tasks) if not _completed(logging_dir, rank)]
     logs = [os.path.join(logging_dir, "logs", f"task_{rank:05d}.log") for rank in failed]
     if error is not None and not any(os.path.isfile(log) for log in logs):
         raise error  # the executor itself failed before any of these tasks ran: its own message says more
     if failed:  # a task that raised first: the others may have been stopped because of it
         failed.sort(key=lambda rank: "ERROR" not in _read(os.path.join(logging_dir, "logs", f"task_{rank:05d}.log")))
         raise DataError(_failure(job, what, logging_dir, failed, tasks, watchdog.dead if watchdog else []))
+
+
+def _completed(logging_dir: str, rank: int) -> bool:
+    """Whether task ``rank`` of the stage logged in ``logging_dir`` left its completion marker."""
+    return os.path.isfile(os.path.join(logging_dir, "completions", f"{rank:05d}"))
 
 
 def _failure(job: EngineJob, what: str, logging_dir: str, failed: list[int], tasks: int, dead: list[int]) -> str:
@@ -257,7 +265,9 @@ class _LocalExecutor(LocalPipelineExecutor):
     pool stops at the first error and terminates the tasks still running, which then run again
     on the next launch; here they finish, and the launch reports every task without a marker.)"""
 
-    def _launch_run_for_rank(self, rank: int, ranks_q: Any, completed: Any = None, completed_lock: Any = None) -> PipelineStats:
+    def _launch_run_for_rank(
+        self, rank: int, ranks_q: Any, completed: Any = None, completed_lock: Any = None
+    ) -> PipelineStats:
         try:
             return super()._launch_run_for_rank(rank, ranks_q, completed, completed_lock)
         except Exception:  # noqa: BLE001 - in the task's log already (datatrove logs it); no marker written

@@ -147,7 +147,8 @@ def _filesystem(spec: str) -> tuple[Any, str]:
 def _version(info: dict[str, Any]) -> tuple[str, int]:
     """(version, mtime_ns) from an fsspec info record: ETag where the store gives one, else the
     modification (or creation) time; the copy's time is that one, or 0 when there is none."""
-    stamp = next((info[key] for key in ("mtime", "LastModified", "last_modified", "updated", "created") if key in info), None)
+    keys = ("mtime", "LastModified", "last_modified", "updated", "created")  # local, s3fs, hf, gcsfs, memory
+    stamp = next((info[key] for key in keys if key in info), None)
     seconds = stamp.timestamp() if hasattr(stamp, "timestamp") else stamp if isinstance(stamp, (int, float)) else None
     mtime_ns = int(seconds * 1e9) if seconds is not None else 0
     etag = info.get("ETag") or info.get("etag") or info.get("md5Hash")
