@@ -270,7 +270,8 @@ def test_slurm_submits_the_task_array_then_the_merge_and_its_tasks_run_as_on_nod
     args = {p.stem: p.read_text().split() for p in record.glob("*.args")}
     tasks_job = next(n for n, s in scripts.items() if "#SBATCH --array=0-2" in s)
     for line in ("#SBATCH --partition=cpu", "#SBATCH --time=1:00:00", "#SBATCH --cpus-per-task=2",
-                 "#SBATCH --mem-per-cpu=3G", "#SBATCH --account=proj", "launch_pickled_pipeline"):  # fmt: skip
+                 "#SBATCH --mem-per-cpu=3G", "#SBATCH --account=proj", "#SBATCH --job-name=infoxlm-mono-de",
+                 "launch_pickled_pipeline"):  # fmt: skip
         assert line in scripts[tasks_job]
     merge_job = next(n for n, s in scripts.items() if "merge/executor.pik" in s)
     assert f"--dependency=afterok:{tasks_job}" in args[merge_job]

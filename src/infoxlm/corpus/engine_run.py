@@ -228,6 +228,7 @@ def _listed(ranks: list[int]) -> str:
 
 def _submit(job: EngineJob, options: EngineOptions) -> None:
     """Submit the stages as SLURM array jobs, each after the previous one, and the merge job."""
+    options = replace(options, job_name=f"infoxlm-{job.kind}-{job.name}")  # what squeue shows
     executor = None
     for logging_dir, pipeline, tasks in _stages(job, options):
         executor = build_executor(options, pipeline, logging_dir, tasks, depends=executor)
