@@ -111,6 +111,8 @@ class Plan:
     mono: tuple[str, ...] | None = None  # demo-corpus languages in the store (None: all)
     parallel: tuple[str, ...] | None = None
     timeout_s: int = 600  # per command
+    # Real runs at budgets past the automatic ladder's top (98,304): (section name, --set values).
+    budget_runs: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
 def gpu_plan() -> Plan:
@@ -134,6 +136,8 @@ def gpu_plan() -> Plan:
         # steps in a minute or two; the rest of the base preset as it is.
         pretrain_sets=[f"data.{o}_batch_size=256" for o in ("mmlm", "tlm", "xlco")],
         timeout_s=300,
+        # 131,072 holds a step's 256 MMLM blocks of 512 tokens in one micro-batch.
+        budget_runs=[(f"pretrain, {n:,}-token budget", [f"data.max_tokens={n}"]) for n in (131_072, 163_840)],
     )
 
 
@@ -326,6 +330,7 @@ def sections(out: Path, plan: Plan) -> list[tuple[str, Callable[[], dict[str, An
         *(bench(n, a) for n, a in base),
         ("init directory and store", prepare),
         pretrain("pretrain", []),
+        *(pretrain(n, sets) for n, sets in plan.budget_runs),
         *(pretrain(n, sets) for n, sets in LEVER_RUNS),
         pretrain("pretrain, activation checkpointing", ["run.activation_checkpointing=true"]),
         *(bench(n, a) for n, a in large),
@@ -352,14 +357,15 @@ def ablation(names: list[str]) -> list[str]:
 
 
 def chosen(names: list[str], only: list[str] | None) -> list[str]:
-    """The section names ``--only`` picks (each a prefix of a name), the store added where a
-    pre-training run needs it; every name when ``only`` is None."""
+    """The section names ``--only`` picks (a section's whole name picks it alone, anything else
+    every name it begins), the store added where a pre-training run needs it; every name when
+    ``only`` is None."""
     if not only:
         return names
     unknown = [o for o in only if not any(n.startswith(o) for n in names)]
     if unknown:
         raise SystemExit(f"gpu_check.py: --only {unknown[0]!r} names no section; the sections: {', '.join(names)}")
-    picked = {n for n in names if any(n.startswith(o) for o in only)}
+    picked = {n for n in names if any(n == o or (o not in names and n.startswith(o)) for o in only)}
     if any(n.startswith("pretrain") for n in picked):
         picked.add("init directory and store")
     return [n for n in names if n in picked]

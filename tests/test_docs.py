@@ -13,11 +13,11 @@ Two checks:
 How a block runs at toy scale (the one substitution mechanism): in a fresh copy of a workspace
 whose names the docs use are made by fixtures (``store``, ``my-tokenizer``, ``tok``,
 ``my-model``, ``xlmr-base``, ``runs/base``, ``en.txt``, ``de.txt``, ``fr.txt``, ``sw.txt``,
-``mono.ru.jsonl``, ``sentences.txt``,
-``tatoeba/``: a tiny tokenizer, store, model and run, see :func:`workspace`), less the paths the
-block itself writes (each ``--output``, export's OUT), with the sizes in
-:data:`TOY_SCALE` replaced (``--preset base`` → ``--preset test``, ``--vocab-size 32000`` →
-``--vocab-size 150``, …). Bash blocks run with ``bash -e`` and ``infoxlm`` on the PATH; Python
+``mono.ru.jsonl``, ``sentences.txt``, ``tatoeba/``, ``bucc2018/``, ``flores200_dataset/``: a
+tiny tokenizer, store, model and run, see :func:`workspace`), less the paths the block itself
+writes (each ``--output``, export's OUT), with the sizes in :data:`TOY_SCALE` replaced
+(``--preset base`` → ``--preset test``, ``--vocab-size 32000`` → ``--vocab-size 150``, …).
+Bash blocks run with ``bash -e`` and ``infoxlm`` on the PATH; Python
 blocks are executed in that directory.
 
 A plugin (pytest-codeblocks, sybil, pytest-markdown-docs) would collect the blocks, but none
@@ -43,6 +43,7 @@ import pytest
 from infoxlm.cli import build_parser
 
 from conftest import TINY_TEXT
+from mining_files import write_bucc_set, write_flores
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -55,7 +56,7 @@ TOY_SCALE = [
     (r"vocab_size=\d+", "vocab_size=150"),
     (r"--max-steps \d{2,}", "--max-steps 2"),
     (r"--step \d{3,}", "--step 2"),
-    (r"--langs \w+", "--langs deu"),
+    (r"--langs (?![a-z]{3}_[A-Z][a-z]{3}\b)\w+", "--langs deu"),  # Tatoeba's codes; Flores' (deu_Latn) stay
     (r"--layer \d+", "--layer 1"),  # the toy models have 2 layers
 ]
 # Values for the shell variables that command lines use, so they parse.
@@ -194,7 +195,8 @@ def _tatoeba(root: Path) -> None:
 @pytest.fixture(scope="session")
 def workspace(tiny_model_dir, tiny_run, tmp_path_factory) -> Path:
     """The names the docs use, made at toy scale: tiny text, a tokenizer learned from it, a store
-    of en, de and en-de on that tokenizer, a tiny model with it, a two-step run."""
+    of en, de and en-de on that tokenizer, a tiny model with it, a two-step run, Tatoeba, BUCC
+    and Flores-200 files."""
     root = tmp_path_factory.mktemp("docs-workspace")
     for lang in ("en", "de"):
         (root / f"{lang}.txt").write_text("\n".join(TINY_TEXT[lang] * 5) + "\n", encoding="utf-8")
@@ -209,6 +211,8 @@ def workspace(tiny_model_dir, tiny_run, tmp_path_factory) -> Path:
     shutil.copytree(tiny_run.parent / "store", root / "store")
     shutil.copytree(tiny_run, root / "runs" / "base")
     _tatoeba(root / "tatoeba")
+    write_bucc_set(root / "bucc2018", languages=("de", "fr"), n=40, hidden=10)
+    write_flores(root / "flores200_dataset", n=30)
     return root
 
 

@@ -292,3 +292,22 @@ def test_atomic_files_replace_their_own_names_and_keep_the_rest(tmp_path):
     assert {p.name: p.read_text() for p in out.iterdir()} == {
         "tokenizer.json": "new", "notes.txt": "a user's", "report.json": "{}"}
     assert list(tmp_path.iterdir()) == [out]
+
+
+def test_text_written_atomically_is_whole_or_absent_on_a_full_disk(tmp_path, monkeypatch):
+    from full_disk import enospc
+
+    from infoxlm.outputs import NoSpaceLeft, write_text_atomically
+
+    target = tmp_path / "out" / "results.md"
+    assert write_text_atomically(target, "a\nb\n") == target and target.read_text() == "a\nb\n"
+    real_write_text = Path.write_text
+
+    def half_then_full(self, text, *args, **kwargs):
+        real_write_text(self, text[:1], *args, **kwargs)
+        raise enospc()
+
+    monkeypatch.setattr(Path, "write_text", half_then_full)
+    with pytest.raises(NoSpaceLeft, match=f"while writing {target}$"):
+        write_text_atomically(target, "c\nd\n")
+    assert target.read_text() == "a\nb\n" and sorted(p.name for p in target.parent.iterdir()) == ["results.md"]

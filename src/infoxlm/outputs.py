@@ -242,6 +242,13 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
         os.replace(tmp, path)
 
 
+def write_text_atomically(path: str | Path, text: str) -> Path:
+    """``text`` (UTF-8, "\n" line ends) at ``path``, whole or not at all."""
+    with atomic_file(path) as tmp:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+    return Path(path)
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | Path, *, replace: bool = False) -> Iterator[Path]:
     """Yield a temporary directory beside ``path``; on success it becomes ``path``, on any

@@ -136,13 +136,17 @@ def test_a_command_that_fails_or_runs_too_long_says_so_and_keeps_its_log(monkeyp
         script.run_command([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(30)"], log, 1)
 
 
-def test_only_picks_sections_by_prefix_and_adds_the_store_a_run_needs(monkeypatch):
+def test_only_picks_sections_by_whole_name_or_prefix_and_adds_the_store_a_run_needs(monkeypatch):
     script = _load("gpu_check", monkeypatch)
     names = [n for n, _ in script.sections(Path("out"), script.gpu_plan())]
     assert names[0] == "tests" and names[-2:] == ["bench large, defaults", "bench large, 16,384 tokens"]
     assert script.chosen(names, None) == names
     assert script.chosen(names, ["bench base"]) == ["bench base, defaults", "bench base, 98,304 tokens"]
     assert script.chosen(names, ["pretrain, act"]) == ["init directory and store", "pretrain, activation checkpointing"]
+    # "pretrain" is the run at the defaults' whole name: it alone, not every run it begins.
+    assert script.chosen(names, ["pretrain", "pretrain, 131"]) == [
+        "init directory and store", "pretrain", "pretrain, 131,072-token budget",
+    ]  # fmt: skip
     with pytest.raises(SystemExit, match="--only 'bench huge' names no section"):
         script.chosen(names, ["bench huge"])
 

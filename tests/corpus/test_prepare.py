@@ -607,6 +607,14 @@ def test_dedup_drops_repeated_lines_and_counts_them(tmp_path, tiny_model_dir, ca
     assert code == 0 and "skipped duplicate 1" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("header", ["en\tde", "Source\tTarget", "de\ten"])
+def test_a_tsv_header_row_is_never_trained_on_as_a_pair(tmp_path, xlmr, header):
+    tsv = write_text(tmp_path / "pairs.tsv", [header, "Hello.\tHallo.", "en\tde"])  # only line 1 can be a header
+    pair = prepare_parallel("en-de", xlmr, tmp_path / "store", tsv=tsv, show_progress=False)
+    assert pair.meta["counts"]["pairs"] == 2
+    assert decoded_lines(xlmr, TokenStore.open(tmp_path / "store").parallel["en-de"].src) == ["Hello.", "en"]
+
+
 @pytest.mark.parametrize("where", ["--input", "--src"])
 def test_a_url_without_an_executor_is_refused_saying_what_reads_it(tmp_path, capsys, where):
     url = "s3://corpora/de.txt"

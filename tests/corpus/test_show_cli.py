@@ -56,6 +56,8 @@ def test_the_run_config_decides_what_is_shown(store, capsys):
     assert int(demo.split("\n")[1].split()[0]) <= 128  # the demo preset's blocks
     assert infoxlm_main(argv + ["--preset", "demo", "--set", "run.seed=7"]) == 0
     assert capsys.readouterr().out != demo  # the run's seed decides the data
+    assert infoxlm_main(argv) == 0  # no preset: the base preset's, said so
+    assert "the base preset's data settings (no --preset or --config given)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

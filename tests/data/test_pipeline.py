@@ -225,6 +225,11 @@ def test_mixup_needs_a_second_pair(tmp_path):
         (dict(mask_prob=2.0), "mask_prob"),
         (dict(mask_token_prob=0.95, random_token_prob=0.1), "must be <= 1"),
         (dict(mixup="yes"), "mixup"),
+        (dict(mask_schedule="0:0.3,100:1.5"), "mask_prob"),
+        (dict(mask_schedule="10:0.3"), "must start at step 0"),
+        (dict(alpha_schedule="0:0.7,50:0.0"), "alpha"),
+        (dict(alpha_schedule="0:0.7,50"), r"'50' is not STEP:VALUE"),
+        (dict(language_starts="sw=100"), "is not LANG:STEP"),
         (dict(max_tokens=511), "smaller than one mmlm example"),
         (dict(max_tokens=511, mmlm_batch_size=0, tlm_batch_size=0, xlco_max_length=256), r"one xlco example \(2 \* xlco_max_length = 512\)"),
     ],
@@ -252,3 +257,47 @@ def test_bad_step_arguments(pipeline, kwargs, message):
 def test_examples_rejects_unknown_objective(pipeline):
     with pytest.raises(ValueError, match="objective must be one of mmlm, tlm, xlco"):
         pipeline.examples("mlm", 0, np.arange(2))
+
+
+# --- schedules over steps (data/step_schedules.py) ---------------------------------------------
+
+
+def test_a_scheduled_mask_rate_gives_each_step_the_data_of_its_rate(store_root, pipeline):
+    store = TokenStore.open(store_root)
+    annealed = DataPipeline(store, PipelineConfig(**SMALL, mask_schedule="0:0.15,3:0.5"))
+    half = DataPipeline(store, PipelineConfig(**{**SMALL, "mask_prob": 0.5}))
+    assert digest(annealed.step(1)) == digest(pipeline.step(1))
+    assert digest(annealed.step(5)) == digest(half.step(5)) != digest(pipeline.step(5))
+    assert annealed.step(5).stats["mmlm"].num_masked > 2 * pipeline.step(5).stats["mmlm"].num_masked
+
+
+def test_a_scheduled_alpha_gives_each_step_the_data_of_its_exponent(store_root, pipeline):
+    store = TokenStore.open(store_root)
+    annealed = DataPipeline(store, PipelineConfig(**SMALL, alpha_schedule="0:0.7,3:0.3"))
+    flat = DataPipeline(store, PipelineConfig(**{**SMALL, "alpha": 0.3}))
+    assert digest(annealed.step(2)) == digest(pipeline.step(2))
+    assert digest(annealed.step(3)) == digest(flat.step(3)) != digest(pipeline.step(3))
+    assert annealed.language_probabilities == pipeline.language_probabilities  # what step 0 samples
+
+
+def test_a_late_language_and_its_pairs_are_drawn_only_from_their_step_on(store_root, pipeline):
+    store = TokenStore.open(store_root)
+    late = DataPipeline(store, PipelineConfig(**{**SMALL, "mmlm_batch_size": 200, "tlm_batch_size": 200}, language_starts="sw:4"))
+    assert "sw" not in {k for k, p in late.language_probabilities.items() if p} and late.pair_probabilities["en-sw"] == 0
+    for step in range(4):
+        stats = late.step(step).stats
+        assert "sw" not in stats["mmlm"].corpus_counts and "en-sw" not in stats["tlm"].corpus_counts
+    later = late.step(4).stats
+    assert later["mmlm"].corpus_counts["sw"] > 0 and later["tlm"].corpus_counts["en-sw"] > 0
+    everyone = DataPipeline(store, PipelineConfig(**{**SMALL, "mmlm_batch_size": 200, "tlm_batch_size": 200}))
+    assert digest(late.step(6)) == digest(everyone.step(6))
+
+
+@pytest.mark.parametrize(
+    "starts,message",
+    [("yo:5", r"names yo, which the store does not hold \(it holds de, en, sw\)"),
+     ("de:1,en:1,sw:1", "leaves no monolingual corpus to sample at step 0")],
+)  # fmt: skip
+def test_language_starts_the_store_cannot_follow_are_refused(store_root, starts, message):
+    with pytest.raises(StoreError, match=message):
+        DataPipeline(TokenStore.open(store_root), PipelineConfig(**SMALL, language_starts=starts))

@@ -49,3 +49,51 @@ def test_the_loss_figure_has_a_panel_per_objective_and_a_line_per_run_that_has_p
     assert list(fig.axes[2].get_lines()[0].get_ydata()) == [4.0, 3.0]
     assert plot_losses(curves, ["MMLM", "TLM", "XLCO"], tmp_path / "loss.png").stat().st_size > 1000
 
+
+
+def test_a_plot_that_fills_the_disk_leaves_no_half_png_and_names_its_path(tmp_path, monkeypatch):
+    import errno
+
+    from matplotlib.figure import Figure
+
+    from infoxlm.outputs import NoSpaceLeft
+
+    def savefig(self, path, *args, **kwargs):  # matplotlib passes write(2)'s error on, nameless
+        open(path, "wb").write(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    png = tmp_path / "plots" / "losses.png"
+    with pytest.raises(NoSpaceLeft, match=f"no space left on device while writing {png}$"):
+        plot_losses({"run": {"mmlm": [(1, 2.0), (2, 1.5)]}}, ["mmlm"], png)
+    assert not (tmp_path / "plots").exists()
+
+
+def test_a_layerwise_figure_of_other_scores_has_a_line_per_score():
+    """BUCC draws F1 per split, xsim its error rates: the lines and the axis are the caller's."""
+    curves = {"": {k: {"sample F1": 50.0 + k, "training F1": 60.0, "test F1": 70.0} for k in range(3)}}
+    fig = layerwise_figure(curves, "BUCC", lines=["sample F1", "training F1", "test F1"], ylabel="F1 (%)")
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["sample F1", "training F1", "test F1"]
+    assert list(ax.get_lines()[0].get_ydata()) == [50.0, 51.0, 52.0] and ax.get_ylabel() == "F1 (%)"
+    assert [line.get_linestyle() for line in ax.get_lines()] == ["-", "--", ":"]
+
+
+def test_the_layer_a_model_reports_at_is_marked_and_named_in_the_legend():
+    curves = {"": {k: {"xx2en": 10.0 * k, "en2xx": 5.0 * k} for k in range(5)}}
+    fig = layerwise_figure(curves, "m: Tatoeba", marks={"": (3, "the contrast layer the model records")})
+    ax = fig.axes[0]
+    marked = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert len(marked) == 1 and list(marked[0].get_xdata()) == [3, 3]
+    assert marked[0].get_label() == "layer 3, the contrast layer the model records" and ax.get_title() == "m: Tatoeba"
+
+
+def test_an_evaluations_plot_names_its_model_and_marks_its_layer(monkeypatch, tmp_path):
+    import infoxlm.eval.plots
+    from infoxlm.eval.embedding_eval import LayerChoice
+
+    drawn = {}
+    monkeypatch.setattr(infoxlm.eval.plots, "plot_layerwise", lambda curves, path, title, **kw: drawn.update(title=title, **kw))
+    choice = LayerChoice(layers=[0, 1, 2], shown=2, rule="XTREME's layer", pooling="mean", every=True)
+    choice.plot({"": {}}, "BUCC 2018", tmp_path / "runs" / "infoxlm-model", ylabel="F1 (%)")(tmp_path / "b.png")
+    assert drawn == {"title": "infoxlm-model: BUCC 2018", "marks": {"": (2, "XTREME's layer")}, "ylabel": "F1 (%)"}

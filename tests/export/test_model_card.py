@@ -87,3 +87,27 @@ def test_a_sentence_transformers_card_counts_the_layers_it_keeps_of_the_runs(tmp
         assert f"The directory keeps {kept}, so its output is hidden state {layer}" in text
         assert "Encoder: 2 layers, hidden size" in text  # the run's encoder, not the cut copy
     assert "first 1 layers" not in (tmp_path / "st-1" / "README.md").read_text()
+
+
+def test_the_cards_sentence_vectors_load_cleanly_in_transformers_and_equal_infoxlms(tmp_path, tiny_run, transformers):
+    import re
+
+    import numpy as np
+    import torch
+
+    from infoxlm.cli import main
+    from infoxlm.embedding import embed
+
+    out = tmp_path / "model"
+    assert main(["export", str(tiny_run), str(out)]) == 0
+    card = (out / "README.md").read_text()
+    assert "hidden state 2 (the contrast layer the model records)" in card
+    snippet = re.findall(r"```python\n(.*?)```", card, re.S)
+    scope: dict = {}
+    exec(snippet[0].replace('"model"', repr(str(out))), scope)  # noqa: S102 (the card's own code)
+    with torch.no_grad():
+        exec(snippet[1].replace('"model"', repr(str(out))), scope)  # noqa: S102
+    _, info = transformers.AutoModel.from_pretrained(out, add_pooling_layer=False, output_loading_info=True)
+    assert not info["missing_keys"]  # nothing left at a fresh initialisation
+    ours = embed(out, ["Hello world.", "Hallo Welt."], device="cpu")
+    np.testing.assert_allclose(scope["vectors"].numpy(), ours, rtol=1e-4, atol=1e-5)

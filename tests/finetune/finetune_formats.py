@@ -81,3 +81,70 @@ def write_mlqa(root: Path, languages=("en", "de"), n=6) -> Path:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     return root
+
+
+PAWSX_HEADER = "id\tsentence1\tsentence2\tlabel"
+
+
+def write_pawsx(root: Path, languages=("en", "de"), n_train=32, n_eval=8) -> Path:
+    """PAWS-X's x-final layout: root/{lang}/{dev_2k,test_2k}.tsv, en/train.tsv, the others'
+    translated_train.tsv; header id sentence1 sentence2 label. The label: whether the pair is a
+    sentence and itself (1) or two different sentences (0)."""
+    def rows(n: int, seed: int) -> str:
+        rng = random.Random(seed)
+        lines = [PAWSX_HEADER]
+        for i in range(n):
+            a = rng.choice(SENTENCES + [ANSWER_SENTENCE])
+            same = rng.random() < 0.5
+            b = a if same else rng.choice([s for s in SENTENCES + [ANSWER_SENTENCE] if s != a])
+            lines.append(f"{i + 1}\t{a}\t{b}\t{int(same)}")
+        return "\n".join(lines) + "\n"
+
+    for lang in languages:
+        folder = root / lang
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "dev_2k.tsv").write_text(rows(n_eval, 1), encoding="utf-8")
+        (folder / "test_2k.tsv").write_text(rows(n_eval, 2), encoding="utf-8")
+        (folder / ("train.tsv" if lang == "en" else "translated_train.tsv")).write_text(rows(n_train, 3), encoding="utf-8")
+    return root
+
+
+def write_xquad(root: Path, languages=("en", "de"), n=4) -> Path:
+    """root/xquad.{lang}.json (XQuAD's files, version "1.0")."""
+    root.mkdir(parents=True, exist_ok=True)
+    for lang in languages:
+        data = toy_squad(n, seed=len(lang) + ord(lang[0]), prefix=f"xquad-{lang}-")
+        data["version"] = "1.0"
+        (root / f"xquad.{lang}.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return root
+
+
+def write_squad(root: Path, n_train=16, n_dev=4) -> Path:
+    """root/train-v1.1.json and root/dev-v1.1.json (SQuAD v1.1); returns the training file."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "train-v1.1.json").write_text(json.dumps(toy_squad(n_train, seed=0)), encoding="utf-8")
+    (root / "dev-v1.1.json").write_text(json.dumps(toy_squad(n_dev, seed=9, prefix="dev")), encoding="utf-8")
+    return root / "train-v1.1.json"
+
+
+TYDIQA_NAMES = {"ar": "arabic", "bn": "bengali", "en": "english", "fi": "finnish", "id": "indonesian",
+                "ko": "korean", "ru": "russian", "sw": "swahili", "te": "telugu"}
+PAWSX_LANGUAGES = ("de", "en", "es", "fr", "ja", "ko", "zh")
+XQUAD_LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi", "zh")
+
+
+def write_tydiqa(root: Path, languages=("en", "fi"), n_train=12, n_dev=4) -> Path:
+    """TyDiQA-GoldP v1.1 as released: root/tydiqa-goldp-v1.1-train.json (English questions and
+    Finnish ones, ids "{language name}-{number}-{k}") and root/tydiqa-goldp-v1.1-dev/
+    tydiqa-goldp-dev-{name}.json."""
+    root.mkdir(parents=True, exist_ok=True)
+    train = toy_squad(n_train, seed=0, prefix="english--1234-")
+    finnish = toy_squad(n_train // 2, seed=1, prefix="finnish--5678-")
+    train["data"][0]["paragraphs"] += finnish["data"][0]["paragraphs"]
+    (root / "tydiqa-goldp-v1.1-train.json").write_text(json.dumps(train), encoding="utf-8")
+    for lang in languages:
+        name = TYDIQA_NAMES[lang]
+        path = root / "tydiqa-goldp-v1.1-dev" / f"tydiqa-goldp-dev-{name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(toy_squad(n_dev, seed=5, prefix=f"{name}--99-")), encoding="utf-8")
+    return root

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from infoxlm import Encoder
-from infoxlm.finetune.heads import SequenceClassifier, SpanExtractor, save_task_model
+from infoxlm.finetune.heads import SequenceClassifier, SpanExtractor, TokenClassifier, save_task_model
 
 
 def test_classifier_and_span_extractor_shapes(tiny_model_dir):
@@ -41,3 +41,15 @@ def test_saved_models_load_in_transformers_with_no_missing_keys(tiny_model_dir, 
     start, end = qa(ids, mask)
     torch.testing.assert_close(out.start_logits, start, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(out.end_logits, end, atol=1e-5, rtol=1e-4)
+
+
+def test_token_classifier_loads_in_transformers_and_gives_its_logits(tiny_model_dir, tmp_path, transformers):
+    ids = torch.tensor([[0, 5, 6, 2, 1], [0, 8, 9, 7, 2]])
+    mask = ids.ne(1).long()
+    tagger = TokenClassifier(Encoder.from_pretrained(tiny_model_dir), num_labels=7).eval()
+    assert tagger(ids, mask).shape == (2, 5, 7)
+    save_task_model(tagger, tmp_path / "tag", labels=["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"])
+    hf, info = transformers.XLMRobertaForTokenClassification.from_pretrained(tmp_path / "tag", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert hf.config.id2label[1] == "B-PER"
+    torch.testing.assert_close(hf.eval()(input_ids=ids, attention_mask=mask).logits, tagger(ids, mask), atol=1e-5, rtol=1e-4)

@@ -79,3 +79,17 @@ def test_a_training_file_whose_every_answer_is_misplaced_is_refused(tiny_model_d
         run_mlqa(tiny_model_dir, train, tmp_path / "MLQA_V1", tmp_path / "run", config, languages=["en"],
                  progress=False, log=lambda _: None)
     assert not (tmp_path / "run").exists()
+
+
+def test_en_dev_selection_needs_only_the_english_dev_file(tiny_model_dir, tmp_path):
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps(toy_squad(4, seed=0)), encoding="utf-8")
+    mlqa = write_mlqa(tmp_path / "MLQA_V1", languages=("en", "de"), n=1)
+    (mlqa / "dev" / "dev-context-de-question-de.json").unlink()
+    base = ["finetune", "mlqa", "--model", str(tiny_model_dir), "--train", str(train), "--data", str(mlqa), "--languages",
+            "en", "de", "--batch-size", "2", "--max-length", "64", "--doc-stride", "32", "--no-save-model",
+            "--no-progress", "--device", "cpu", "--epochs", "1"]
+    assert main([*base, "--selection", "en-dev", "--output", str(tmp_path / "en")]) == 0
+    run, = json.loads((tmp_path / "en" / "results.json").read_text())["runs"]
+    assert set(run["dev_f1"]) == {"en"} and run["evaluations"]
+    assert main([*base, "--selection", "all-dev", "--output", str(tmp_path / "all")]) != 0  # de's dev file is missing

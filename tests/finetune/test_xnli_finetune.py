@@ -7,6 +7,7 @@ import json
 import pytest
 
 from infoxlm import Tokenizer
+from infoxlm.cli import main
 from infoxlm.eval.xnli_data import NLIExample, XNLIDataError
 from infoxlm.finetune.classification import encode_pairs, load_xnli_data, run_xnli
 from infoxlm.finetune.training import FinetuneConfig, FinetuneError
@@ -74,3 +75,19 @@ def test_finetune_on_hf_xnli_offline_and_not_cached_says_so_in_one_line(tiny_mod
         f"infoxlm: error: hf:xnli (config 'en', split 'train'): not in the local cache ({offline_hub}) and offline "
         "(HF_DATASETS_OFFLINE is set); expected a dataset downloaded before, with network access"
     )
+
+
+def test_selection_reads_the_english_dev_set_only_or_none(tiny_model_dir, tmp_path, capsys):
+    data = write_xnli(tmp_path / "data", languages=("en", "de"), n_train=8, n_eval=4)
+    base = ["finetune", "xnli", "--model", str(tiny_model_dir), "--data", str(data), "--setting", "cross-lingual-transfer",
+            "--batch-size", "4", "--epochs", "2", "--no-progress", "--device", "cpu", "--no-save-model"]
+    assert main([*base, "--languages", "en", "de", "--selection", "en-dev", "--output", str(tmp_path / "en")]) == 0
+    run, = json.loads((tmp_path / "en" / "results.json").read_text())["runs"]
+    assert set(run["dev"]) == {"en"} and [e["epoch"] for e in run["evaluations"]] == [1.0, 2.0]
+    assert (tmp_path / "en" / "predictions" / "xnli" / "test-de.tsv").read_text().splitlines()[0] in (
+        "entailment", "neutral", "contradiction")
+    assert main([*base, "--languages", "de", "--selection", "last", "--output", str(tmp_path / "last")]) == 0
+    run, = json.loads((tmp_path / "last" / "results.json").read_text())["runs"]
+    assert run["evaluations"] == [] and run["selected_step"] == 4
+    assert main([*base, "--languages", "de", "--selection", "en-dev", "--output", str(tmp_path / "no-en")]) != 0
+    assert "selection on the en dev set, but no en dev data was read" in capsys.readouterr().err

@@ -220,3 +220,19 @@ def test_the_pretraining_guide_lists_each_contrast_recipe_as_its_set_lines():
     for name in CONTRAST_RECIPES:
         listed = re.search(rf"- `{re.escape(name)}`.*?`(--set\s[^`]*)`", text, re.S).group(1)
         assert listed.split() == [word for line in recipe_overrides(name) for word in ("--set", line)], name
+
+
+def test_print_config_shows_the_schedules_and_refuses_a_malformed_one(capsys):
+    from infoxlm.cli import main
+
+    sets = ["data.mask_schedule=0:0.3,200:0.15", "data.alpha_schedule=0:0.7,200:0.3", "data.language_starts=sw:100",
+            "optim.schedule=wsd", "optim.decay_fraction=0.2"]  # fmt: skip
+    assert main(["pretrain", "--preset", "test", *(a for s in sets for a in ("--set", s)), "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["data"]["mask_schedule"] == "0:0.3,200:0.15" and printed["data"]["alpha_schedule"] == "0:0.7,200:0.3"
+    assert printed["data"]["language_starts"] == "sw:100"
+    assert (printed["optim"]["schedule"], printed["optim"]["decay_fraction"]) == ("wsd", 0.2)
+    assert main(["pretrain", "--preset", "test", "--set", "data.mask_schedule=0:0.3,200", "--print-config"]) == 1
+    assert "mask_schedule: '200' is not STEP:VALUE" in capsys.readouterr().err
+    assert main(["pretrain", "--preset", "test", "--set", "optim.schedule=cosine", "--print-config"]) == 1
+    assert "optim.schedule='cosine': expected one of linear, wsd" in capsys.readouterr().err

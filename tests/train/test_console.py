@@ -54,9 +54,18 @@ def test_pretrain_prints_a_summary_a_line_per_logged_step_and_what_to_do_next(st
 
     # resumed: the summary says from which step; with the bar on, no step lines on stdout
     assert main(args[:8] + ["6", "--set", "run.log_every=2", "--allow-config-change"]) == 0
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    # Two more steps re-stretch the finished schedule: the rate jumps back up, and a note says so.
+    lr = preset("test").optim.lr
+    assert f"note: optim.max_steps 4 → 6: the learning rate at step 4 moves from 0.00e+00 to {lr / 2:.2e}" in captured.err
     assert f"pretrain {run} (resumed at step 4), preset test" in out
     assert not [line for line in out if line.startswith("step ")]
+
+    # the same command once more: nothing to do, and it says so rather than "wrote checkpoint"
+    assert main(args[:8] + ["6", "--set", "run.log_every=2", "--allow-config-change"]) == 0
+    out = capsys.readouterr().out
+    assert f"{run}: finished at step 6 already; nothing written" in out and "wrote checkpoint" not in out
 
 
 def test_print_config_still_prints_the_whole_config_as_json(capsys):
@@ -86,11 +95,23 @@ def test_summary_of_a_base_run_on_eight_gpus():
     lines = config_summary(config, run_dir=Path("runs/base"), preset="base", encoder=_Encoder(),
                            store=_Store(), device="cuda", processes=8, bf16=True, start_step=0)
     text = "\n".join(lines)
-    assert "base: 12 layers, hidden 768, 12 heads, vocabulary 250,002; 278.0M parameters; continues xlm-roberta-base" in text
+    # The shape is the continued model's, which the base preset's size does not name.
+    assert "model     12 layers, hidden 768, 12 heads, vocabulary 250,002; 278.0M parameters; continues xlm-roberta-base" in text
     assert "8 languages (ar, bg, de, el, en, es, …), 1 pair (en-de)" in text and "n in tokens" in text
     assert "device    cuda × 8 processes (ddp); bf16; compile on; micro-batch budget 16,384 tokens" in text
     assert "per objective, packed passes rounded up to a multiple of 2,048" in text
     assert len(lines) <= 8
+
+
+def test_summary_names_the_schedules_and_multiway_pairs():
+    config = apply_overrides(preset("base"), ["data.mask_schedule=0:0.3,2000:0.15", "data.alpha_schedule=0:0.7,2000:0.3",
+                                              "data.language_starts=sw:1000", "data.pairs=multiway", "optim.schedule=wsd",
+                                              "data.max_tokens=16384"])  # fmt: skip
+    text = "\n".join(config_summary(config, run_dir=Path("r"), preset="base", encoder=_Encoder(), store=_Store(),
+                                    device="cpu", processes=1, bf16=False, start_step=0))  # fmt: skip
+    assert "sampled p ∝ (n/N)^0:0.7,2000:0.3 (step:α), n in lines and pairs; mask rate 0:0.3,2000:0.15 (step:rate); " in text
+    assert "languages from steps sw:1000; 50% of pairs xx–yy through en" in text
+    assert "lr 0.0002, warm-up–stable–decay over the last 10%)" in text
 
 
 def test_step_line_and_the_next_command():

@@ -271,3 +271,46 @@ def test_continues_from_an_exported_checkpoint(store, tmp_path):
     cfg = apply_overrides(preset("test"), ["optim.max_steps=2", f"model.init={init}"])
     second = quiet(pretrain, cfg, store, tmp_path / "b", progress=False)
     assert losses(second)[0]["loss/mmlm"] < losses(first)[0]["loss/mmlm"]
+
+
+def test_a_run_with_schedules_resumes_exactly_across_their_boundaries(store, tmp_path):
+    from infoxlm.train.stopping import RunStopped
+
+    cfg = apply_overrides(preset("test"), [
+        "optim.max_steps=6", "optim.warmup_steps=1", "optim.schedule=wsd", "optim.decay_fraction=0.5",
+        "data.mask_schedule=0:0.15,3:0.4", "data.alpha_schedule=0:0.7,3:0.3", "data.language_starts=fr:3",
+    ])  # fmt: skip
+    straight = quiet(pretrain, cfg, store, tmp_path / "straight", progress=False)
+    with pytest.raises(RunStopped):
+        quiet(pretrain, cfg, store, tmp_path / "stopped", progress=False, stop_at=3)
+    resumed = quiet(pretrain, cfg, store, tmp_path / "stopped", progress=False)
+    a = load_file(export(straight, tmp_path / "a") / "model.safetensors")
+    b = load_file(export(resumed, tmp_path / "b") / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    rows = losses(straight)
+    assert [r["loss/tlm"] for r in losses(resumed)] == [r["loss/tlm"] for r in rows]
+    # Warm-up for 1 step, the peak held, then the last half of the 6 steps falling to 0.
+    assert [round(r["lr"] / cfg.optim.lr, 3) for r in rows] == [1.0, 1.0, 1.0, 1.0, 0.667, 0.333]
+
+
+def test_multiway_pairs_train_and_show_as_translation_pairs_between_two_other_languages(tiny_model_dir, tmp_path, capsys):
+    from conftest import TINY_TEXT
+
+    from infoxlm.cli import main
+    from infoxlm.corpus.prepare import prepare_parallel
+
+    # en-de, en-ru and en-zh translate the same English lines: a multi-parallel store.
+    files = {lang: tmp_path / f"{lang}.txt" for lang in TINY_TEXT}
+    for lang, path in files.items():
+        path.write_text("\n".join(TINY_TEXT[lang]) + "\n", encoding="utf-8")
+    for lang in ("de", "ru", "zh"):
+        prepare_parallel(f"en-{lang}", tiny_model_dir.parent / "tokenizer", tmp_path / "store", src=files["en"],
+                         tgt=files[lang], show_progress=False)  # fmt: skip
+    assert main(["prepare", "show", str(tmp_path / "store"), "--objective", "xlco", "--preset", "test", "--examples", "4",
+                 "--set", "data.pairs=multiway", "--set", "data.multiway_share=1"]) == 0  # fmt: skip
+    shown = capsys.readouterr().out
+    assert re.search(r"en-(de|ru|zh) pair \d+ via en to en-(de|ru|zh) pair \d+ \((de|ru|zh)→(de|ru|zh)\)", shown), shown
+    assert main(["pretrain", "--preset", "test", "--data", str(tmp_path / "store"), "--output", str(tmp_path / "run"),
+                 "--max-steps", "3", "--no-progress", "--set", "data.pairs=multiway", "--set", "data.mmlm_batch_size=0"]) == 0  # fmt: skip
+    assert len(losses(tmp_path / "run")) == 3
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["data"]["pairs"] == "multiway"

@@ -81,10 +81,25 @@ def read_aligned_pairs(
             reader.close()
 
 
+# Column names a TSV's first line may hold (what pandas and most exports write), beside the
+# pair's language codes: a first line of two such names is a header, never a pair.
+HEADER_NAMES = frozenset({"src", "tgt", "source", "target", "text", "translation", "sentence1", "sentence2"})
+
+
+def is_header(line: str, languages: tuple[str, ...]) -> bool:
+    """Whether a TSV's first line names its columns (``en<TAB>de``, ``source<TAB>target``)."""
+    columns = [c.strip().lower() for c in line.split("\t")]
+    names = HEADER_NAMES | {language.lower() for language in languages}
+    return len(columns) == 2 and all(c in names for c in columns)
+
+
 def read_tsv_pairs(
-    path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES, skip_invalid: bool = False, **part
+    path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES, skip_invalid: bool = False,
+    languages: tuple[str, ...] = (), **part,
 ) -> Iterator[PairBlock]:
-    """Read ``source<TAB>target`` lines; a blank line becomes a pair of two empty sides.
+    """Read ``source<TAB>target`` lines; a blank line becomes a pair of two empty sides. A
+    first line that names the columns (:func:`is_header`, ``languages`` being the pair's) is
+    passed over.
 
     ``part`` (``byte_range`` or ``line_range``) reads a part of the file, as
     :func:`iter_line_blocks` does.
@@ -102,6 +117,8 @@ def read_tsv_pairs(
                 tgt.append(None)
                 continue
             columns = line.split("\t")
+            if number == 1 and is_header(line, languages):
+                continue
             if len(columns) == 2:
                 src.append(columns[0])
                 tgt.append(columns[1])

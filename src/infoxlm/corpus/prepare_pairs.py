@@ -132,11 +132,12 @@ def write_two_files(job: PrepareJob, writer: CorpusWriter, progress: tqdm) -> No
 
 
 def write_tsv(job: PrepareJob, writer: CorpusWriter, progress: tqdm) -> None:
+    languages = tuple(job.name.split("-"))  # a first line naming them is a header
     if job.plan is None:
-        blocks = read_tsv_pairs(job.paths[0], job.block_bytes, job.skip_invalid)
+        blocks = read_tsv_pairs(job.paths[0], job.block_bytes, job.skip_invalid, languages)
     elif job.plan.parts:
         part = job.plan.parts[0]
-        blocks = read_tsv_pairs(part.path, job.block_bytes, job.skip_invalid, **part.read_options())
+        blocks = read_tsv_pairs(part.path, job.block_bytes, job.skip_invalid, languages, **part.read_options())
     else:  # a shard whose part of the file is empty
         blocks = iter(())
     _write_pairs(job, writer, progress, blocks)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 
 from ..cli_args import OBJECTIVE_NAMES, PRESET_NAMES, non_negative_int, positive_int
@@ -42,7 +43,10 @@ def add_show_command(prepare_commands: argparse._SubParsersAction) -> None:
     p.add_argument("--objective", required=True, choices=OBJECTIVE_NAMES, help="which objective's examples")
     p.add_argument("--step", type=non_negative_int, default=0, help="optimizer step, 0 = the first (default: 0)")
     p.add_argument("--examples", type=positive_int, default=2, metavar="K", help="how many examples (default: 2)")
-    p.add_argument("--preset", default="base", choices=PRESET_NAMES, help="the run's preset (default: base)")
+    p.add_argument(
+        "--preset", default=None, choices=PRESET_NAMES,
+        help="the run's preset (default: base, said on stderr; --config RUN/config.json gives a run's own settings)",
+    )  # fmt: skip
     p.add_argument("--config", type=Path, default=None, help="the run's JSON config file, applied over the preset")
     p.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
@@ -60,7 +64,7 @@ def run_show(args: argparse.Namespace) -> int:
     from ..train.presets import preset
 
     overrides = (load_config_file(args.config) if args.config else []) + args.overrides
-    config = resolve_config(apply_overrides(preset(args.preset), overrides))
+    config = resolve_config(apply_overrides(preset(args.preset or "base"), overrides))
     store = TokenStore.open(args.store)
     if not (store.root / TOKENIZER_DIR).is_dir():
         raise StoreError(f"{store.root}: no {TOKENIZER_DIR}/ copy of the store's tokenizer; run any prepare into it again")
@@ -69,4 +73,6 @@ def run_show(args: argparse.Namespace) -> int:
     others = {f"{o}_batch_size": 0 for o in OBJECTIVES if o != args.objective}
     pipeline = DataPipeline(store, dataclasses.replace(config.data, **others))
     print(render_step(pipeline, tokenizer, args.objective, args.step, args.examples))
+    if args.preset is None and args.config is None:  # said last, so that an error stays one line
+        print("prepare show: the base preset's data settings (no --preset or --config given)", file=sys.stderr)
     return 0

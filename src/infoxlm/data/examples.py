@@ -8,10 +8,12 @@ tokens and is ``<s> line </s> line </s> …``, so it is at most ``block_size`` l
 with a line's ``</s>``. A line longer than a block can hold (prepare's 512-token lines are 513
 with their ``</s>``, one more than a 512-token block holds after its ``<s>``) is cut, as
 fairseq's ``none`` mode cuts its stream: to fill the block it comes to, then into full blocks,
-its rest packed with the lines after it; a block begun inside such a line is not closed under
-half full, so long-line text gives no stub blocks (the authors truncate such lines at 509
-tokens instead). Only there does a block begin or end inside a line. The blocks are found once
-per corpus, greedily from the stream's start (:func:`pack_whole_lines`).
+its rest packed with the lines after it; a block begun inside such a line, or where one ends,
+is not closed under half full, so long-line text gives no stub blocks (the authors truncate
+such lines at 509 tokens instead). prepare splits a long input line into 512-token lines and a
+shorter last one, so a block that begins at that last one begins inside the input line. Only
+there does a block begin or end inside a line. The blocks are found once per corpus, greedily
+from the stream's start (:func:`pack_whole_lines`).
 
 TLM: ``<s> a </s> b </s>`` with (a, b) = (src, tgt) or (tgt, src) as the plan says, both
 truncated to ``tlm_max_length`` by :func:`fair_truncation` (cut the longer side first; each
@@ -75,8 +77,11 @@ def pack_whole_lines(line_ends: np.ndarray, capacity: int, chunk: int = 1 << 20)
     block can hold) is cut to fill the block it comes to, then into full blocks, and its rest
     begins the next block, which goes on taking the lines after it; such a block, begun inside
     a line, is not closed while it holds less than half of ``capacity``: the line that does not
-    fit is cut to fill it too. So only the last block of a stream holds less than half, where
-    lines are longer than a block; where none is, blocks are exactly those of whole lines.
+    fit is cut to fill it too. So is a block that begins where a line longer than ``capacity``
+    ends (the rest of that line filled the block before): such a line is mostly a piece of an
+    input line prepare split, and the lines after it its other pieces. So a block under half
+    full is a stream's last, or one of whole lines that begins after a line no longer than a
+    block; where no line is longer than a block, blocks are exactly those of whole lines.
     One binary search per block over a chunk of boundaries read as a Python list (about 10
     million lines a second on one core).
 
@@ -89,13 +94,14 @@ def pack_whole_lines(line_ends: np.ndarray, capacity: int, chunk: int = 1 << 20)
     found: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
     start, line = 0, 1  # the next block's first stream offset, and the first boundary after it
     while line <= num_lines:
-        # Boundaries line - 1 … line + chunk, plus the `capacity` lines a block from there can
-        # reach at most (every line holds a token) and the one after.
-        low = line - 1
+        # Boundaries line - 2 … line + chunk (line - 2: the length of the line before a block
+        # that begins at a boundary), plus the `capacity` lines a block from there can reach at
+        # most (every line holds a token) and the one after.
+        low = max(line - 2, 0)
         offsets = np.asarray(line_ends[low : min(num_lines, line + chunk + capacity + 1) + 1], dtype=np.int64).tolist()
         ends: list[int] = []
-        j = 1  # offsets[j]: the first boundary after `start`
-        while j <= chunk and low + j <= num_lines:
+        first = j = line - low  # offsets[j]: the first boundary after `start`
+        while j - first < chunk and low + j <= num_lines:
             if offsets[j] - start > capacity:  # the rest of this line overflows: full blocks of it
                 ends.extend(range(start + capacity, offsets[j], capacity))
                 start = ends[-1]
@@ -106,7 +112,8 @@ def pack_whole_lines(line_ends: np.ndarray, capacity: int, chunk: int = 1 << 20)
             if low + reach < num_lines:
                 overflows = offsets[reach + 1] - end > capacity
                 begun_inside_a_line = offsets[j - 1] != start
-                if overflows or (begun_inside_a_line and 2 * (end - start) < capacity):
+                after_a_long_line = j >= 2 and offsets[j - 1] - offsets[j - 2] > capacity
+                if overflows or ((begun_inside_a_line or after_a_long_line) and 2 * (end - start) < capacity):
                     end = start + capacity  # the next line is cut to fill this block
             ends.append(end)
             start, j = end, reach + 1
@@ -224,26 +231,20 @@ class ExampleBuilder:
 
     def tlm(self, plan: PairPlan) -> Ragged:
         """``<s> a </s> b </s>``: a = src unless ``plan.swap``; truncated to ``tlm_max_length``."""
-        swap = plan.swap.astype(np.int64)
-        first = (plan.corpus, plan.index, swap)
-        second = (plan.corpus, plan.index, 1 - swap)
+        first, second = plan.parts(plan.swap)
         return self._framed(first, second, self.tlm_max_length)
 
     def xlco(self, plan: MixupPlan) -> tuple[Ragged, Ragged]:
         """(query views, key views), one of each per slot, row i of both from slot i."""
         pair = plan.pair
         n = len(pair.slots)
-        query_side = pair.swap.astype(np.int64)  # 1: the tgt language is the query
-        c1 = (pair.corpus, pair.index, query_side)
-        c2 = (pair.corpus, pair.index, 1 - query_side)
+        c1, c2 = pair.parts(pair.swap)  # swap: the tgt language is the query
         if plan.partner is None:
             # Both views in one pass: rows 0…n-1 are the query views, n…2n-1 the keys.
             views = self._framed(_concat(c1, c2), None, self.xlco_max_length)
         else:
             partner = plan.partner
-            d_query_side = partner.swap.astype(np.int64)
-            dq = (partner.corpus, partner.index, d_query_side)
-            dk = (partner.corpus, partner.index, 1 - d_query_side)
+            dq, dk = partner.parts(partner.swap)
             q_first, q_second = _ordered(c1, dq, plan.partner_first_in_query)
             k_first, k_second = _ordered(c2, dk, plan.partner_first_in_key)
             views = self._framed(_concat(q_first, k_first), _concat(q_second, k_second), self.xlco_max_length)

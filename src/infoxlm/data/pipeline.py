@@ -32,7 +32,9 @@ from .examples import ExampleBuilder
 from .keyed_random import KeyedRandom
 from .masking import MaskedSequences, check_mask_rates, mask_tokens
 from .sampling import SAMPLING_UNITS, check_alpha, language_probabilities
-from .schedule import MASK, MASK_KEY, OBJECTIVE_IDS, plan_blocks, plan_mixup, plan_pairs, rank_slots
+from .schedule import MASK, MASK_KEY, OBJECTIVE_IDS, PairPlan, plan_blocks, plan_mixup, plan_pairs, rank_slots
+from .multiway import PAIRINGS, PivotGroups
+from .step_schedules import Piecewise, active_names, language_starts
 from .store import StoreError, TokenStore
 
 __all__ = ["DEFAULT_MAX_TOKENS", "PipelineConfig", "DataPipeline", "StepData", "ObjectiveStats"]
@@ -64,6 +66,15 @@ class PipelineConfig:
     random_token_prob: float = 0.1  # of the selected: → random piece (rest unchanged)
     mixup: bool = True  # XLCO mixup contrast (paper §3.3)
     mask_xlco: bool = True  # mask the XLCO views too, at the same rates (as the authors' code)
+    # Changing with the step (data/step_schedules.py), each None = constant as in the paper:
+    mask_schedule: str | None = None  # "STEP:RATE,…" in place of mask_prob, e.g. "0:0.3,2000:0.15"
+    alpha_schedule: str | None = None  # "STEP:ALPHA,…" in place of alpha, e.g. "0:0.7,2000:0.3"
+    language_starts: str | None = None  # "LANG:STEP,…": languages sampled only from that step on
+    # TLM / XLCO pairs as stored ("english": en–xx), or also xx–yy through a shared pivot
+    # sentence for a share of them ("multiway", data/multiway.py).
+    pairs: str = "english"
+    multiway_share: float = 0.5
+    pivot: str = "en"
     # Padded tokens per micro-batch. None: left to the trainer (a GPU run picks it from its
     # memory, train/token_budget.py); DEFAULT_MAX_TOKENS wherever nothing picks it.
     max_tokens: int | None = None
@@ -89,6 +100,18 @@ class PipelineConfig:
         if self.max_tokens is not None:
             integer("max_tokens", 1)
         check_mask_rates(self.mask_prob, self.mask_token_prob, self.random_token_prob)
+        for rate in self._schedule("mask_schedule").values:
+            check_mask_rates(rate, self.mask_token_prob, self.random_token_prob)
+        for alpha in self._schedule("alpha_schedule").values:
+            check_alpha(alpha)
+        language_starts(self.language_starts)
+        if self.pairs not in PAIRINGS:
+            raise ValueError(f"pairs must be one of {', '.join(PAIRINGS)}, got {self.pairs!r}")
+        share = self.multiway_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise ValueError(f"multiway_share must be a number in [0, 1], got {share!r}")
+        if not isinstance(self.pivot, str) or not self.pivot:
+            raise ValueError(f"pivot must be a language code (en), got {self.pivot!r}")
         for name in ("mixup", "mask_xlco"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -104,6 +127,26 @@ class PipelineConfig:
 
     def batch_size(self, objective: str) -> int:
         return getattr(self, f"{objective}_batch_size")
+
+    def _schedule(self, name: str) -> Piecewise:
+        """``name``'s schedule, or the constant field it replaces (mask_prob, alpha)."""
+        text = getattr(self, name)
+        if text is None:
+            return Piecewise((0,), (float(self.mask_prob if name == "mask_schedule" else self.alpha),))
+        return Piecewise.parse(text, name)
+
+    def mask_rate(self, step: int) -> float:
+        """The share of eligible tokens masked at ``step``."""
+        return self._schedule("mask_schedule").at(step)
+
+    def alpha_at(self, step: int) -> float:
+        """The sampling exponent at ``step``."""
+        return self._schedule("alpha_schedule").at(step)
+
+    @property
+    def highest_mask_rate(self) -> float:
+        """The largest mask rate of the run (what memory estimates must allow for)."""
+        return max(self._schedule("mask_schedule").values)
 
     def longest_example(self, objective: str) -> int:
         """Tokens of the objective's longest example (both views for XLCO)."""
@@ -204,8 +247,6 @@ class DataPipeline:
         b = self.builder
         enabled = config.enabled
         mono_sizes, pair_sizes = store.sampling_sizes(config.sampling_unit)
-        self.language_probabilities: dict[str, float] = {}
-        self.pair_probabilities: dict[str, float] = {}
 
         if "mmlm" in enabled:
             if not b.mono_tokens.sum():
@@ -213,7 +254,6 @@ class DataPipeline:
                     f"{store.root}: no monolingual text, but mmlm_batch_size={config.mmlm_batch_size}; "
                     "prepare monolingual corpora or set mmlm_batch_size=0"
                 )
-            self.language_probabilities = language_probabilities(mono_sizes, config.alpha)
         wants_pairs = [o for o in ("tlm", "xlco") if o in enabled]
         if wants_pairs:
             if not b.parallel_tokens.sum():
@@ -222,15 +262,57 @@ class DataPipeline:
                     f"{store.root}: no parallel corpora (translation pairs), but {asked} need them; "
                     f"prepare parallel data or set {' and '.join(o + '_batch_size=0' for o in wants_pairs)}"
                 )
-            self.pair_probabilities = language_probabilities(pair_sizes, config.alpha)
             non_empty = np.flatnonzero(b.parallel_tokens)
             if "xlco" in enabled and config.mixup and len(non_empty) == 1 and b.num_pairs[non_empty[0]] < 2:
                 raise StoreError(
                     f"{store.root}: mixup contrast needs a second translation pair to mix with, but the store holds "
                     f"one pair ({b.pairs[non_empty[0]]}); add parallel data or set mixup=False"
                 )
-        self._mono_p = np.array([self.language_probabilities.get(x, 0.0) for x in b.languages])
-        self._pair_p = np.array([self.pair_probabilities.get(x, 0.0) for x in b.pairs])
+        self._sizes = (mono_sizes if "mmlm" in enabled else {}, pair_sizes if wants_pairs else {})
+        self._corpus_languages = (
+            [(x,) for x in b.languages], [tuple(store.parallel[x].languages) for x in b.pairs],
+        )  # fmt: skip
+        self._starts = language_starts(config.language_starts)
+        self._check_language_starts()
+        self._by_schedule: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._mono_p, self._pair_p = self._probabilities(0)
+        self.pivot_groups = None
+        if config.pairs == "multiway" and wants_pairs:
+            sides = [tuple(zip(p.tokens, p.offsets)) for p in b.parallel]
+            self.pivot_groups = PivotGroups(sides, self._corpus_languages[1], config.pivot)
+        # What step 0 samples, for the console and the model card.
+        self.language_probabilities = {x: float(p) for x, p in zip(b.languages, self._mono_p) if x in self._sizes[0]}
+        self.pair_probabilities = {x: float(p) for x, p in zip(b.pairs, self._pair_p) if x in self._sizes[1]}
+
+    def _check_language_starts(self) -> None:
+        """Every language ``language_starts`` names is in the store, and each objective has a
+        corpus to draw from at step 0."""
+        held = {x for names in self._corpus_languages[0] + self._corpus_languages[1] for x in names}
+        unknown = sorted(set(self._starts) - held)
+        if unknown:
+            raise StoreError(
+                f"{self.store.root}: data.language_starts names {', '.join(unknown)}, which the store does not hold "
+                f"(it holds {', '.join(sorted(held))})"
+            )
+        for sizes, languages, what in zip(self._sizes, self._corpus_languages, ("monolingual", "parallel")):
+            if sizes and not any(active_names(languages, self._starts, 0)):
+                raise StoreError(f"{self.store.root}: data.language_starts leaves no {what} corpus to sample at step 0")
+
+    def _probabilities(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """(p over the builder's languages, p over its parallel corpora) at ``step``: α of the
+        step over the corpora whose languages have started; each pair computed once."""
+        alpha = self.config.alpha_at(step)
+        names = (self.builder.languages, self.builder.pairs)
+        active = tuple(active_names(languages, self._starts, step) for languages in self._corpus_languages)
+        key = (alpha, active)
+        if key not in self._by_schedule:
+            drawn = []
+            for sizes, corpora, on in zip(self._sizes, names, active):
+                kept = {x: sizes[x] for x, live in zip(corpora, on) if live and x in sizes}
+                p = language_probabilities(kept, alpha) if kept else {}
+                drawn.append(np.array([p.get(x, 0.0) for x in corpora]))
+            self._by_schedule[key] = (drawn[0], drawn[1])
+        return self._by_schedule[key]
 
     def with_max_tokens(self, max_tokens: int) -> "DataPipeline":
         """This pipeline cutting its micro-batches to another budget; the store is not read
@@ -285,13 +367,14 @@ class DataPipeline:
         """
         rng, plan = self._plan(objective, step, slots)
         cfg, b = self.config, self.builder
+        rate = cfg.mask_rate(step)
         if objective == "mmlm":
-            return self._mask(b.mmlm(plan), rng.bits(MASK), True), _counts(b.languages, plan.language)
+            return self._mask(b.mmlm(plan), rng.bits(MASK), True, rate), _counts(b.languages, plan.language)
         if objective == "tlm":
-            return self._mask(b.tlm(plan), rng.bits(MASK), True), _counts(b.pairs, plan.corpus)
+            return self._mask(b.tlm(plan), rng.bits(MASK), True, rate), _counts(b.pairs, plan.corpus)
         query, key = b.xlco(plan)
         # XLCO views are not predicted (the loss is the contrast), so no forced mask.
-        rate = cfg.mask_prob if cfg.mask_xlco else 0.0
+        rate = rate if cfg.mask_xlco else 0.0
         query = self._mask(query, rng.bits(MASK), False, rate)
         key = self._mask(key, rng.bits(MASK_KEY), False, rate)
         return query, key, _counts(b.pairs, plan.pair.corpus)
@@ -305,14 +388,20 @@ class DataPipeline:
             return [f"{b.languages[l]} block {k}" for l, k in zip(plan.language.tolist(), plan.block.tolist())]
         pairs = plan if objective == "tlm" else plan.pair
 
-        def describe(p, i: int) -> str:
-            src, tgt = self.store.parallel[b.pairs[p.corpus[i]]].languages
-            first, second = (tgt, src) if p.swap[i] else (src, tgt)
-            return f"{b.pairs[p.corpus[i]]} pair {p.index[i]} ({first}→{second})"
+        def describe(p: PairPlan) -> list[str]:
+            first, second = p.parts(p.swap)
+            language = lambda part, i: self.store.parallel[b.pairs[part[0][i]]].languages[part[2][i]]  # noqa: E731
+            names = []
+            for i in range(len(slots)):
+                name = f"{b.pairs[p.corpus[i]]} pair {p.index[i]}"
+                if p.replace_side is not None and p.replace_side[i] >= 0:  # multi-way
+                    name += f" via {self.config.pivot} to {b.pairs[p.with_corpus[i]]} pair {p.with_index[i]}"
+                names.append(f"{name} ({language(first, i)}→{language(second, i)})")
+            return names
 
-        names = [describe(pairs, i) for i in range(len(slots))]
+        names = describe(pairs)
         if objective == "xlco" and plan.partner is not None:
-            names = [f"{name}, mixed with {describe(plan.partner, i)}" for i, name in enumerate(names)]
+            names = [f"{name}, mixed with {partner}" for name, partner in zip(names, describe(plan.partner))]
         return names
 
     def _plan(self, objective: str, step: int, slots: np.ndarray):
@@ -321,26 +410,29 @@ class DataPipeline:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
         cfg, b = self.config, self.builder
         rng = KeyedRandom(cfg.seed, OBJECTIVE_IDS[objective], step, slots)
+        mono_p, pair_p = self._probabilities(step)
         if objective == "mmlm":
             if not self._mono_p.sum():
                 raise ValueError("mmlm is disabled (mmlm_batch_size=0) in this pipeline's config")
-            return rng, plan_blocks(rng, self._mono_p, b.num_blocks)
+            return rng, plan_blocks(rng, mono_p, b.num_blocks)
         if not self._pair_p.sum():
             raise ValueError(f"{objective} is disabled (tlm_batch_size and xlco_batch_size are 0) in this config")
         if objective == "tlm":
-            return rng, plan_pairs(rng, self._pair_p, b.num_pairs)
-        return rng, plan_mixup(rng, self._pair_p, b.num_pairs, cfg.mixup)
+            return rng, self._through_pivot(rng, plan_pairs(rng, pair_p, b.num_pairs))
+        plan = plan_mixup(rng, pair_p, b.num_pairs, cfg.mixup)
+        plan.pair = self._through_pivot(rng, plan.pair)
+        return rng, plan
 
-    def _mask(self, sequences, streams, at_least_one: bool, rate: float | None = None) -> MaskedSequences:
+    def _through_pivot(self, rng: KeyedRandom, plan: PairPlan) -> PairPlan:
+        """``plan`` with data.multiway_share of its pairs made xx–yy (``data.pairs=multiway``)."""
+        if self.pivot_groups is None:
+            return plan
+        return self.pivot_groups.apply(rng, plan, self.config.multiway_share)
+
+    def _mask(self, sequences, streams, at_least_one: bool, rate: float) -> MaskedSequences:
         cfg = self.config
         return mask_tokens(
-            sequences,
-            streams,
-            self.vocab_size,
-            cfg.mask_prob if rate is None else rate,
-            cfg.mask_token_prob,
-            cfg.random_token_prob,
-            at_least_one,
+            sequences, streams, self.vocab_size, rate, cfg.mask_token_prob, cfg.random_token_prob, at_least_one
         )
 
 

@@ -58,6 +58,8 @@ QUERY_ORDER = 7  # partner text first in the query view
 KEY_ORDER = 8  # partner text first in the key view
 MASK = 9  # token streams for masking: MMLM / TLM input, XLCO query view
 MASK_KEY = 10  # XLCO key view
+MULTIWAY = 11  # data.pairs=multiway: whether the slot's pair goes through its pivot (data/multiway.py)
+MULTIWAY_PARTNER = 12  # which pair of another corpus with the same pivot sentence
 
 
 def rank_slots(global_batch: int, rank: int, world_size: int) -> np.ndarray:
@@ -111,14 +113,42 @@ class BlockPlan:
     block: np.ndarray  # (n,) int64
 
 
+Part = tuple[np.ndarray, np.ndarray, np.ndarray]  # one sentence per row: (corpus, pair index, side)
+
+
 @dataclass
 class PairPlan:
-    """Slot i holds pair ``index[i]`` of parallel corpus ``corpus[i]``; ``swap[i]``: tgt side first."""
+    """Slot i holds pair ``index[i]`` of parallel corpus ``corpus[i]``; ``swap[i]``: tgt side first.
+
+    Multi-way (data/multiway.py): where ``replace_side[i]`` ≥ 0, that side of the pair (its
+    pivot sentence) is replaced by side ``with_side[i]`` of pair ``with_index[i]`` of corpus
+    ``with_corpus[i]``; -1 keeps the stored pair.
+    """
 
     slots: np.ndarray  # (n,) int64
     corpus: np.ndarray  # (n,) int64
     index: np.ndarray  # (n,) int64
     swap: np.ndarray  # (n,) bool
+    replace_side: np.ndarray | None = None  # (n,) int64
+    with_corpus: np.ndarray | None = None  # (n,) int64
+    with_index: np.ndarray | None = None  # (n,) int64
+    with_side: np.ndarray | None = None  # (n,) int64
+
+    def through_pivot(self, replace_side: np.ndarray, corpus: np.ndarray, index: np.ndarray, side: np.ndarray) -> "PairPlan":
+        """This plan with the replacements described in the class docstring."""
+        return PairPlan(self.slots, self.corpus, self.index, self.swap, replace_side, corpus, index, side)
+
+    def parts(self, first_side: np.ndarray) -> tuple[Part, Part]:
+        """(the sentence on ``first_side`` (n,) of each pair, the other one), replacements applied."""
+        first_side = first_side.astype(np.int64)
+        parts = []
+        for side in (first_side, 1 - first_side):
+            part = (self.corpus, self.index, side)
+            if self.replace_side is not None:
+                hit = self.replace_side == side
+                part = tuple(np.where(hit, w, p) for w, p in zip((self.with_corpus, self.with_index, self.with_side), part))
+            parts.append(part)
+        return parts[0], parts[1]
 
 
 @dataclass

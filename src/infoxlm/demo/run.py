@@ -49,6 +49,7 @@ from ..model.encoder import Encoder
 from ..model.fast_paths import FastPaths
 from ..model.hub import read_contrast_layer
 from ..model.sentence_layer import default_layer
+from ..outputs import write_text_atomically
 from ..tokenizer import Tokenizer
 from ..tokenizer_training import train_tokenizer
 from ..train.config import TrainConfig, changed
@@ -140,12 +141,12 @@ def run_demo(
         "plots": _plots(out, models, settings.splits),
         "seconds": {**timings, "total": time.perf_counter() - started},
     }
-    (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text_atomically(out / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     tables = format_tables(results)
     setting = " --setting paper" if settings.from_checkpoint else ""
     quick_flag = " --quick" if settings in (QUICK, PAPER_QUICK) else ""
     command = f"infoxlm demo{setting}{quick_flag} --seed {seed} --output {out}"
-    (out / "results.md").write_text(f"# infoxlm demo\n\n`{command}`\n\n{tables}\n", encoding="utf-8")
+    write_text_atomically(out / "results.md", f"# infoxlm demo\n\n`{command}`\n\n{tables}\n")
     log(tables)
     written = ", ".join(f"{name}/" for name, _, _ in settings.models)
     log(f"[demo] {out}: results.json, results.md, *.png, {written} ({results['seconds']['total']:.0f} s)")

@@ -1,26 +1,26 @@
-"""``infoxlm eval tatoeba``."""
+"""``infoxlm eval``: tatoeba here; bucc, xsim and mlqa-score from their own modules."""
 
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cli_args import add_model_arguments, positive_int
-from ..corpus.long_lines import LongLines
-from ..errors import InfoXLMError
-from ..outputs import atomic_file, check_output_file
+from ..cli_args import add_model_arguments
+from .bucc_cli import add_bucc_command
+from .embedding_eval import LayerChoice, add_layer_arguments, print_cut_lines, print_layer_table, requested_layer
 from .mlqa_cli import add_mlqa_score_command
+from .xsim_cli import add_xsim_command
+from .xtreme_score_cli import add_xtreme_score_command
 
 if TYPE_CHECKING:  # the parsers import no torch (cli.py)
     from ..train.model_source import OpenedModel
 
 
 def add_eval_commands(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("eval", help="evaluate a model (Tatoeba retrieval) or score MLQA predictions")
+    p = commands.add_parser("eval", help="evaluate a model (Tatoeba retrieval, BUCC and Flores mining) or score predictions (MLQA, XTREME)")
     sub = p.add_subparsers(metavar="TASK", required=True)
     add_mlqa_score_command(sub)
+    add_xtreme_score_command(sub)
     t = sub.add_parser(
         "tatoeba",
         help="bitext retrieval top-1 accuracy, both directions, at one layer or all",
@@ -46,14 +46,10 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
     add_model_arguments(t)
     t.add_argument("--data", required=True, help="directory of LASER files tatoeba.xxx-eng.{xxx,eng}, or hf:xtreme")
     t.add_argument("--langs", nargs="+", default=None, help="codes (de or deu) or presets paper14, xtreme36 (default: all in --data)")
-    t.add_argument("--layer", default=None, help="hidden_states index, or 'all' (default: XTREME's layer, see above)")
-    t.add_argument("--pooling", choices=["mean", "cls"], default=None,
-                   help="default: what a sentence-transformers export records, else mean (XTREME's)")
-    t.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default: 64)")
-    t.add_argument("--device", default=None, help="cpu, cuda … (default: cuda if available)")
-    t.add_argument("--output", required=True, type=Path, help="JSON file to write")
-    t.add_argument("--no-progress", action="store_true")
+    add_layer_arguments(t, "hidden_states index, or 'all' (default: XTREME's layer, see above)")
     t.set_defaults(func=run_eval_tatoeba)
+    add_bucc_command(sub)
+    add_xsim_command(sub)
 
 
 def run_eval_tatoeba(args: argparse.Namespace) -> int:
@@ -62,70 +58,32 @@ def run_eval_tatoeba(args: argparse.Namespace) -> int:
 
     # The outputs, --layer and the data are checked before the model is opened (a run's
     # checkpoint is read then), the layer against the model's depth before any weight is loaded.
-    check_output_file(args.output)
-    if args.layer == "all":
-        check_output_file(args.output.with_suffix(".png"))
-        requested = "all"
-    else:
-        try:
-            requested = None if args.layer is None else int(args.layer)
-        except ValueError:
-            raise InfoXLMError(f"--layer {args.layer!r}: expected a hidden_states index (an integer) or 'all'") from None
+    requested = requested_layer(args)
     languages = resolve_languages(args.langs, args.data)
     with open_model(args.model, args.step) as model:
-        return _eval_tatoeba(args, model, languages, requested)
+        return _eval_tatoeba(args, model, languages, LayerChoice.of(model, requested, args.pooling))
 
 
-def _eval_tatoeba(args: argparse.Namespace, model: OpenedModel, languages: list[str], requested: int | str | None) -> int:
+def _eval_tatoeba(args: argparse.Namespace, model: OpenedModel, languages: list[str], choice: LayerChoice) -> int:
     from ..embedding import load_for_inference
     from .tatoeba import evaluate_tatoeba
 
-    pooling = model.pooling(args.pooling)
-    if requested == "all":
-        rule_layer, rule = model.default_layer()
-        layers = list(range(model.num_layers + 1))
-    else:
-        rule_layer, rule = model.layer(requested)
-        layers = [rule_layer]
     encoder, tokenizer = load_for_inference(model, args.device)
     result = evaluate_tatoeba(
-        encoder, tokenizer, args.data, languages, layers,
-        pooling=pooling, batch_size=args.batch_size, progress=not args.no_progress,
+        encoder, tokenizer, args.data, languages, choice.layers,
+        pooling=choice.pooling, batch_size=args.batch_size, progress=not args.no_progress,
     )
-    if args.layer == "all":
-        png = args.output.with_suffix(".png")
-        out = {"pooling": pooling, "layer": rule_layer, "layer_rule": rule,
-               "layers": {str(k): v for k, v in result["layers"].items()}}
-        shown = {**result["layers"][rule_layer], "layer_rule": rule}  # never the layer best on test
-    else:
-        out = shown = {**result["layers"][layers[0]], "layer_rule": rule}
-        png = None
-    with atomic_file(args.output) as tmp:  # the JSON and its plot in place together, or neither
-        tmp.write_text(json.dumps(out, indent=2) + "\n")
-        if png:
-            with atomic_file(png) as tmp_png:
-                _plot_layers(result["layers"], tmp_png, f"Tatoeba, {len(languages)} languages, {pooling} pooling")
-    _print_table(shown)  # its first line says the layer and why
-    if args.layer == "all":
-        _print_layer_table(result["layers"], rule_layer)
+    layers = result["layers"]
+    title = f"Tatoeba, {len(languages)} languages, {choice.pooling} pooling"
+    png = choice.write(args.output, choice.result(layers),
+                       choice.plot({"": {k: v["average"] for k, v in layers.items()}}, title, args.model))
+    _print_table({**layers[choice.shown], "layer_rule": choice.rule})  # never the layer best on test
+    if choice.every:
+        print_layer_table(layers, choice.shown, "by layer, average top-1 (%)",
+                          {arrow: lambda block, d=d: block["average"][d] for arrow, d in (("xx→en", "xx2en"), ("en→xx", "en2xx"))})
     print(f"wrote {args.output}" + (f" and {png}" if png else "") + f" ({model.source.describe()})")
-    _print_cut_lines(result["cut_lines"])
+    print_cut_lines(result["cut_lines"])
     return 0
-
-
-def _print_cut_lines(cut_lines: dict[str, int]) -> None:
-    """Lines too long to embed whole, cut before they were tokenized (what was cut lies past
-    the 512 tokens an encoder keeps)."""
-    chars = LongLines.for_tokens(512).max_chars
-    for path, count in cut_lines.items():
-        lines = "1 line" if count == 1 else f"{count:,} lines"
-        print(f"{path}: {lines} longer than {chars:,} characters cut to that many before tokenizing")
-
-
-def _plot_layers(layers: dict[int, dict], png: Path, title: str) -> None:
-    from .plots import plot_layerwise
-
-    plot_layerwise({"": {k: v["average"] for k, v in layers.items()}}, png, title)
 
 
 def _print_table(block: dict) -> None:
@@ -133,12 +91,3 @@ def _print_table(block: dict) -> None:
     for code, s in block["languages"].items():
         print(f"  {code:<24}{s['xx2en']:>8.1f}{s['en2xx']:>8.1f}{s['n']:>7}")
     print(f"  {'average':<24}{block['average']['xx2en']:>8.1f}{block['average']['en2xx']:>8.1f}")
-
-
-def _print_layer_table(layers: dict[int, dict], shown: int) -> None:
-    """--layer all: every layer's average accuracy, the layer of the table above marked."""
-    print(f"{'by layer, average top-1 (%)':<26}{'xx→en':>8}{'en→xx':>8}")
-    for k, block in sorted(layers.items()):
-        mark = "   (the table above)" if k == shown else ""
-        label = f"layer {k}" + (" (embeddings)" if k == 0 else "")
-        print(f"  {label:<24}{block['average']['xx2en']:>8.1f}{block['average']['en2xx']:>8.1f}{mark}")

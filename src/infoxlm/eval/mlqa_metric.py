@@ -34,11 +34,10 @@ import re
 import string
 import unicodedata
 import warnings
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import EvalDataError
+from .squad_metric import QAScore, score_answers, token_f1
 
 MLQA_LANGUAGES = ("en", "es", "de", "ar", "hi", "vi", "zh")
 # The official script's check: MLQA files carry version "1.0" (compared as a string).
@@ -110,27 +109,11 @@ def exact_match_score(prediction: str, gold: str, lang: str) -> bool:
 
 def f1_score(prediction: str, gold: str, lang: str) -> float:
     """Bag-of-tokens F1; 0 when nothing is shared (also when both sides normalise to nothing)."""
-    predicted, expected = answer_tokens(prediction, lang), answer_tokens(gold, lang)
-    same = sum((Counter(predicted) & Counter(expected)).values())
-    if same == 0:
-        return 0.0
-    precision = same / len(predicted)
-    recall = same / len(expected)
-    return 2 * precision * recall / (precision + recall)
+    return token_f1(answer_tokens(prediction, lang), answer_tokens(gold, lang))
 
 
-@dataclass
-class MLQAScore:
-    """Totals as the official script returns them, plus what it prints on stderr."""
-
-    exact_match: float
-    f1: float
-    total: int  # questions in the data file
-    unanswered: list[str] = field(default_factory=list)  # ids with no prediction (scored 0)
-    version_warning: str | None = None  # the official "Evaluation expects v-1.0 …" line
-
-    def as_dict(self) -> dict[str, float]:
-        return {"exact_match": self.exact_match, "f1": self.f1}
+# The SQuAD script's totals, with MLQA's version check filled in.
+MLQAScore = QAScore
 
 
 def score_mlqa(
@@ -140,7 +123,7 @@ def score_mlqa(
     *,
     data_name: str = "dataset",
     predictions_name: str = "predictions",
-) -> MLQAScore:
+) -> QAScore:
     """Score ``predictions`` ({question id: answer text}) against a SQuAD-v1.1-format file's JSON
     (the whole object, or its ``data`` list); ``lang`` is the answer (context) language. The
     names are what error messages call the two inputs (e.g. their file paths)."""
@@ -158,36 +141,11 @@ def score_mlqa(
         articles = dataset_json
     else:
         raise MLQAScoreError(f"{data_name}: expected a SQuAD v1.1 JSON object, found {type(dataset_json).__name__}")
-    if not isinstance(predictions, Mapping):
-        found = type(predictions).__name__
-        raise MLQAScoreError(f'{predictions_name}: expected a JSON object {{"id": "answer"}}, found {found}')
-
-    # Sums in the official order, divided at the end, so the floats match it exactly.
-    exact_match = f1 = 0.0
-    total = 0
-    unanswered: list[str] = []
-    for a, article in enumerate(articles):
-        for p, paragraph in enumerate(_field(article, "paragraphs", list, f"{data_name}: data[{a}]")):
-            for q, qa in enumerate(_field(paragraph, "qas", list, f"{data_name}: data[{a}].paragraphs[{p}]")):
-                where = f"{data_name}: data[{a}].paragraphs[{p}].qas[{q}]"
-                qid = _field(qa, "id", str, where)
-                total += 1
-                if qid not in predictions:
-                    unanswered.append(qid)
-                    continue
-                prediction = predictions[qid]
-                if not isinstance(prediction, str):
-                    found = type(prediction).__name__
-                    raise MLQAScoreError(f"{predictions_name}: id {qid!r}: expected an answer string, found {found}")
-                golds = [_field(answer, "text", str, f"{where}.answers[{i}]")
-                         for i, answer in enumerate(_field(qa, "answers", list, where))]
-                if not golds:
-                    raise MLQAScoreError(f"{where} (id {qid}): no gold answers to score against")
-                exact_match += max(exact_match_score(prediction, gold, lang) for gold in golds)
-                f1 += max(f1_score(prediction, gold, lang) for gold in golds)
-    if total == 0:
-        raise MLQAScoreError(f"{data_name}: no questions to score")
-    return MLQAScore(100.0 * exact_match / total, 100.0 * f1 / total, total, unanswered, version_warning)
+    score = score_answers(articles, predictions, lambda p, g: exact_match_score(p, g, lang),
+                          lambda p, g: f1_score(p, g, lang), data_name=data_name,
+                          predictions_name=predictions_name, error=MLQAScoreError)
+    score.version_warning = version_warning
+    return score
 
 
 def evaluate_mlqa(dataset_json: Mapping[str, Any] | list, predictions: Mapping[str, str], lang: str) -> dict[str, float]:
@@ -198,8 +156,3 @@ def evaluate_mlqa(dataset_json: Mapping[str, Any] | list, predictions: Mapping[s
         warnings.warn(score.version_warning, stacklevel=2)
     return score.as_dict()
 
-
-def _field(obj: Any, key: str, kind: type, where: str) -> Any:
-    if not isinstance(obj, Mapping) or not isinstance(obj.get(key), kind):
-        raise MLQAScoreError(f"{where}: expected a {key!r} {kind.__name__} (SQuAD v1.1 format)")
-    return obj[key]

@@ -9,8 +9,11 @@ the bars or curves. ``*_figure`` builds a figure (what the tests inspect); ``plo
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
+
+from ..outputs import atomic_file
 
 PERCENT = (0.0, 100.0)  # the y-range of every accuracy axis
 
@@ -24,22 +27,29 @@ def _pyplot():
     return plt
 
 
-def layerwise_figure(curves: dict[str, dict[int, dict[str, float]]], title: str) -> Any:
-    """Average top-1 accuracy per layer, one line per (model, direction).
+def layerwise_figure(curves: dict[str, dict[int, dict[str, float]]], title: str, *,
+                     lines: Sequence[str] = ("xx2en", "en2xx"), ylabel: str = "top-1 accuracy (%)",
+                     marks: Mapping[str, tuple[int, str]] | None = None) -> Any:
+    """A score (%) per layer, one line per (model, entry of ``lines``): by default Tatoeba's
+    average top-1 accuracy in each direction; BUCC's F1 per split, xsim's error rates.
 
-    curves: {model name: {layer: {"xx2en": acc, "en2xx": acc}}}.
+    curves: {model name: {layer: {line: value}}}, e.g. {"": {8: {"xx2en": 91.2, "en2xx": 90.4}}}.
+    marks: {model name: (layer, why)}: a dotted line at each model's own layer (the one its
+    scores are reported at, e.g. its contrast layer), named in the legend.
     """
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = _pyplot().subplots(figsize=(7.6, 4.0), dpi=120)
     for name, by_layer in curves.items():
         layers = sorted(by_layer)
-        for direction, style in (("xx2en", "-"), ("en2xx", "--")):
-            label = f"{name} {direction}" if name else direction
-            ax.plot(layers, [by_layer[k][direction] for k in layers], style, marker="o", markersize=3, label=label)
+        for line, style in zip(lines, itertools.cycle(("-", "--", ":", "-."))):
+            label = f"{name} {line}" if name else line
+            ax.plot(layers, [by_layer[k][line] for k in layers], style, marker="o", markersize=3, label=label)
+    for (name, (layer, why)), color in zip((marks or {}).items(), itertools.cycle(("0.45", "0.7"))):
+        ax.axvline(layer, color=color, linestyle=":", linewidth=1.2, label=f"{name + ': ' if name else ''}layer {layer}, {why}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("layer (hidden_states index; 0 = embeddings)")
-    _percent_axis(ax, "top-1 accuracy (%)")
+    _percent_axis(ax, ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     _legend_beside(ax)
@@ -86,9 +96,9 @@ def losses_figure(curves: dict[str, dict[str, Sequence[tuple[int, float]]]], pan
     return fig
 
 
-def plot_layerwise(curves: dict[str, dict[int, dict[str, float]]], path: Path, title: str) -> Path:
-    """Write ``layerwise_figure`` as a PNG at ``path``."""
-    return _save(layerwise_figure(curves, title), path)
+def plot_layerwise(curves: dict[str, dict[int, dict[str, float]]], path: Path, title: str, **lines: Any) -> Path:
+    """Write ``layerwise_figure`` as a PNG at ``path`` (``lines``: its ``lines`` and ``ylabel``)."""
+    return _save(layerwise_figure(curves, title, **lines), path)
 
 
 def plot_bars(columns: list[str], series: dict[str, list[float | None]], path: Path, ylabel: str, title: str) -> Path:
@@ -112,7 +122,11 @@ def _legend_beside(ax: Any) -> None:
 
 
 def _save(fig: Any, path: Path) -> Path:
+    """The figure written whole or not at all (a full disk leaves no half PNG, and says so)."""
     fig.tight_layout()  # makes room for the legend beside the axes
-    fig.savefig(path)
-    _pyplot().close(fig)
+    try:
+        with atomic_file(path) as tmp:
+            fig.savefig(tmp)
+    finally:
+        _pyplot().close(fig)
     return path

@@ -8,6 +8,8 @@ Inputs, recognised by their JSON content:
   layers: ``{"layer", "layer_rule", "layers": {k: …}}``, reported at the fixed layer the file
   names, the protocol's default layer; files without one at ``default_layer``'s rule for their
   depth). A layer is never chosen by its score on the test data;
+* ``infoxlm finetune`` runs of XTREME's other tasks (pawsx, xquad, tydiqa, wikiann, udpos): with
+  XNLI and MLQA, the XTREME table of ``xtreme_table.py``;
 * ``infoxlm demo`` directories (``results.json`` with ``"models"``): their ``results.md``,
   included as it is.
 
@@ -25,11 +27,12 @@ from typing import Any
 from ..errors import EvalDataError
 from ..json_files import RECORD_BYTES, read_json
 from .results import average, markdown_table, transfer_gap
-from ..outputs import atomic_file
+from ..outputs import write_text_atomically
 from . import paper_results as paper
 from .plots import plot_bars
 from ..model.sentence_layer import default_layer
 from .tatoeba import TATOEBA_CODES
+from .xtreme_table import XTREME_ONLY, plot_xtreme, xtreme_markdown
 
 _ISO = {three: two for two, three in TATOEBA_CODES.items()}
 
@@ -40,6 +43,12 @@ class Gathered:
     mlqa: list[tuple[str, dict]] = field(default_factory=list)
     tatoeba: list[tuple[str, dict]] = field(default_factory=list)  # (name, one-layer block)
     demo: list[tuple[str, str]] = field(default_factory=list)  # (name, results.md text)
+    xtreme: list[tuple[str, str, dict]] = field(default_factory=list)  # (name, task, results) of XTREME_ONLY tasks
+
+    def xtreme_runs(self) -> list[tuple[str, str, dict]]:
+        """(name, task, results) of every run the XTREME table has a column for."""
+        xnli = [(n, "xnli", r) for runs in self.xnli.values() for n, r in runs]
+        return [*xnli, *((n, "mlqa", r) for n, r in self.mlqa), *self.xtreme]
 
 
 def _load(path: Path) -> Any:
@@ -80,6 +89,8 @@ _MLQA_SHAPE = {"seeds?": "list", "mean": {
     "test": {"*": {"f1": "number", "exact_match": "number"}}, "average_f1": "number",
     "average_exact_match": "number", "transfer_gap_f1?": "number or null", "transfer_gap_exact_match?": "number or null",
 }}
+_XTREME_SHAPE = {"seeds?": "list", "protocol?": "name or words",
+                 "mean": {"test_average?": "number", "average_f1?": "number"}}
 _TATOEBA_SHAPE = {"layer?": "integer", "languages": {"*": {"xx2en": "number", "en2xx": "number"}}}
 
 
@@ -94,9 +105,11 @@ _KINDS = {
     "list": lambda v: isinstance(v, list),
     # The XNLI setting names a PNG file: no path separators.
     "name": lambda v: isinstance(v, str) and re.fullmatch(r"[\w-]+", v, re.ASCII) is not None,
+    "name or words": lambda v: isinstance(v, str),
 }
 _EXPECTED = {"number": "a number", "number or null": "a number or null", "integer": "an integer", "list": "a list",
-             "name": "a name of letters, digits, - and _"}
+             "name": "a name of letters, digits, - and _",
+             "name or words": "a string"}
 
 
 def _check_shape(value: Any, shape: Any, file: Path, task: str, keys: tuple[str, ...] = ()) -> None:
@@ -142,6 +155,11 @@ def gather(paths: list[str | Path]) -> Gathered:
             elif isinstance(obj, dict) and obj.get("task") == "mlqa":
                 _check_shape(obj, _MLQA_SHAPE, file, "mlqa")
                 out.mlqa.append((name, obj))
+            elif isinstance(obj, dict) and obj.get("task") in XTREME_ONLY:
+                _check_shape(obj, _XTREME_SHAPE, file, obj["task"])
+                if not any(k in obj["mean"] for k in ("test_average", "average_f1")):
+                    raise EvalDataError(f"{file}: no key mean.test_average or mean.average_f1; expected one in {obj['task']} results")
+                out.xtreme.append((name, obj["task"], obj))
             elif (block := _tatoeba_block(obj, file)) is not None:
                 out.tatoeba.append((name if path.is_file() else f"{name}/{file.stem}", block))
             elif isinstance(obj, dict) and "models" in obj and "summary" in obj:
@@ -247,6 +265,8 @@ def build_report(g: Gathered) -> str:
         parts += ["## Cross-lingual transfer gap (lower is better)", "",
                   "The paper's XNLI gaps (Table 'gap') differ slightly from those its XNLI table implies "
                   "(the gap column of the XNLI table above).", "", gap_table(g), ""]
+    if g.xtreme:
+        parts += ["## XTREME", "", xtreme_markdown(g.xtreme_runs()), ""]
     for name, md in g.demo:
         parts += [f"## Demo: {name}", "", nest_headings(md.strip(), under=2), ""]
     return "\n".join(parts)
@@ -306,6 +326,8 @@ def write_plots(g: Gathered, out: Path) -> list[Path]:
             present = [by_lang[l] for l in paper.TATOEBA_LANGS if l in by_lang]
             series[name] = [by_lang.get(l) for l in paper.TATOEBA_LANGS] + [sum(present) / len(present) if present else None]
         written.append(plot_bars(cols, series, out / "tatoeba.png", "top-1 accuracy (%)", "Tatoeba xx→en"))
+    if g.xtreme:
+        written.append(plot_xtreme(g.xtreme_runs(), out / "xtreme.png"))
     return written
 
 
@@ -315,6 +337,18 @@ def write_report(paths: list[str | Path], output: str | Path) -> tuple[str, list
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     markdown = build_report(g)
-    with atomic_file(out / "report.md") as tmp:
-        tmp.write_text(markdown, encoding="utf-8")
+    write_text_atomically(out / "report.md", markdown)
     return markdown, write_plots(g, out)
+
+
+def write_xtreme_report(paths: list[str | Path], markdown_path: str | Path) -> tuple[str, Path]:
+    """The XTREME table of the runs among ``paths``: MARKDOWN_PATH and its PNG beside it (same
+    name, .png); returns the Markdown and the PNG's path."""
+    runs = gather(paths).xtreme_runs()
+    if not runs:
+        raise EvalDataError("no finetune results of an XTREME task (xnli, pawsx, xquad, mlqa, tydiqa, wikiann, udpos) "
+                            "among the inputs; expected at least one results.json of such a run")
+    markdown = "# XTREME\n\n" + xtreme_markdown(runs)
+    md = Path(markdown_path)
+    write_text_atomically(md, markdown)
+    return markdown, plot_xtreme(runs, md.with_suffix(".png"))

@@ -17,7 +17,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..outputs import atomic_file
+from ..outputs import write_text_atomically
 
 SOURCE_LANGUAGE = "en"
 
@@ -88,8 +88,6 @@ _DROP = _Drop()
 
 def write_results(output: Path, results: dict[str, Any], markdown: str, log: Callable[[str], None]) -> None:
     """RUN/results.json and RUN/results.md of a fine-tuning run; the table also goes to ``log``."""
-    with atomic_file(output / "results.json") as tmp:
-        tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    with atomic_file(output / "results.md") as tmp:
-        tmp.write_text(markdown, encoding="utf-8")
+    write_text_atomically(output / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomically(output / "results.md", markdown)
     log(markdown)

@@ -23,12 +23,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ..embedding import embed_layers, read_sentences
+from ..embedding import embed_layers
 from ..corpus.inputs import HubDataset
 from ..corpus.record_files import load_hub_dataset
-from ..errors import DataError, EvalDataError
+from ..errors import EvalDataError
 from ..model.encoder import Encoder
 from ..tokenizer import Tokenizer
+from .eval_lines import read_lines
 from .retrieval import retrieval_accuracy
 
 # ISO 639-1 → the 3-letter codes of the Tatoeba files (fa → pes, sw → swh, zh → cmn).
@@ -76,20 +77,6 @@ def resolve_languages(requested: Sequence[str] | None, data: str) -> list[str]:
     return codes
 
 
-def _read_lines(path: Path, max_length: int, cut_lines: dict[str, int]) -> list[str]:
-    """Every line of a LASER file, blank ones included (line i ↔ line i of its twin), each read
-    only as far as ``max_length`` tokens reach; a file with lines cut so is counted in ``cut_lines``."""
-    if not path.is_file():
-        raise EvalDataError(f"{path}: missing")
-    try:
-        lines, cut = read_sentences(path, max_length)
-    except DataError as err:  # the data reader's file:line message, as an evaluation error
-        raise EvalDataError(str(err)) from None
-    if cut:
-        cut_lines[str(path)] = cut
-    return lines
-
-
 def load_pairs(
     data: str, code: str, max_length: int = 512, cut_lines: dict[str, int] | None = None
 ) -> tuple[list[str], list[str]]:
@@ -100,12 +87,10 @@ def load_pairs(
     folder = Path(data)
     xx_path = folder / f"tatoeba.{code}-eng.{code}"
     en_path = folder / f"tatoeba.{code}-eng.eng"
-    cut_lines = {} if cut_lines is None else cut_lines
-    xx, en = _read_lines(xx_path, max_length, cut_lines), _read_lines(en_path, max_length, cut_lines)
+    expected = "a LASER file of one sentence a line, line i translating line i of its twin"
+    xx, en = read_lines(xx_path, expected, cut_lines, max_length), read_lines(en_path, expected, cut_lines, max_length)
     if len(xx) != len(en):
         raise EvalDataError(f"{xx_path} has {len(xx)} lines but {en_path} has {len(en)}; expected aligned files")
-    if not xx:
-        raise EvalDataError(f"{xx_path}: empty")
     return xx, en
 
 

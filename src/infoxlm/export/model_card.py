@@ -20,6 +20,8 @@ from ..data.sampling import language_probabilities
 from ..data.store import TokenStore
 from ..errors import InfoXLMError
 from ..json_files import RECORD_BYTES, parse_json, read_json
+from ..model.hub import CONTRAST_LAYER_KEY
+from ..model.sentence_layer import default_layer
 
 CARD_NAME = "README.md"
 DATA_SUMMARY_NAME = "data.json"
@@ -113,16 +115,7 @@ def write_model_card(
             "",
         ]
     else:
-        body += [
-            "## Use",
-            "",
-            "```python",
-            "from transformers import AutoModelForMaskedLM, AutoTokenizer",
-            f'model = AutoModelForMaskedLM.from_pretrained("{name}")',
-            f'tokenizer = AutoTokenizer.from_pretrained("{name}")',
-            "```",
-            "",
-        ]
+        body += _mlm_use(name, Path(directory))
     if run:
         written = _read_json(Path(directory) / "config.json")
         if _source_layers(directory):  # a sentence-transformers cut: the run's encoder had more
@@ -134,6 +127,36 @@ def write_model_card(
     path = Path(directory) / CARD_NAME
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _mlm_use(name: str, directory: Path) -> list[str]:
+    """The card's "Use" section of a masked-LM directory: the model as it is, and sentence vectors
+    from the layer it records (the one rule of ``infoxlm embed``), with what the load says."""
+    written = _read_json(directory / "config.json")
+    layer, rule = default_layer(int(written.get("num_hidden_layers", 12)), written.get(CONTRAST_LAYER_KEY))
+    return [
+        "## Use",
+        "",
+        "```python",
+        "from transformers import AutoModelForMaskedLM, AutoTokenizer",
+        f'model = AutoModelForMaskedLM.from_pretrained("{name}")',
+        f'tokenizer = AutoTokenizer.from_pretrained("{name}")',
+        "```",
+        "",
+        f"Sentence vectors: hidden state {layer} ({rule}), mean-pooled, as `infoxlm embed` makes them. "
+        "`AutoModel` reports the masked-LM head's weights as unused: they are, and nothing here needs them; "
+        "`add_pooling_layer=False` leaves out the pooler, which the directory does not hold.",
+        "",
+        "```python",
+        "from transformers import AutoModel",
+        f'encoder = AutoModel.from_pretrained("{name}", add_pooling_layer=False)',
+        'batch = tokenizer(["Hello world.", "Hallo Welt."], padding=True, return_tensors="pt")',
+        f"states = encoder(**batch, output_hidden_states=True).hidden_states[{layer}]",
+        'mask = batch["attention_mask"].unsqueeze(-1)',
+        "vectors = (states * mask).sum(1) / mask.sum(1)",
+        "```",
+        "",
+    ]
 
 
 def _kept_layers(layer: int, of: int | None) -> str:

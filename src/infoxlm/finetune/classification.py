@@ -36,6 +36,7 @@ from ..eval.xnli_data import (
     read_xnli_tsv,
     xnli_mt_train_path,
 )
+from ..outputs import write_text_atomically
 from ..tokenizer import Tokenizer
 from . import defaults
 from .heads import SequenceClassifier, save_task_model
@@ -145,12 +146,12 @@ def make_collate(tokenizer: Tokenizer) -> Callable[[list[tuple[list[int], int]]]
 
 
 def classification_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    logits = model(batch["input_ids"], batch["attention_mask"])  # (B, 3)
+    logits = model(batch["input_ids"], batch["attention_mask"])  # (B, labels)
     return F.cross_entropy(logits.float(), batch["labels"])
 
 
 @torch.no_grad()
-def accuracy(
+def predict_labels(
     model: SequenceClassifier,
     features: dict[str, list[tuple[list[int], int]]],
     collate: Callable,
@@ -159,8 +160,9 @@ def accuracy(
     device: torch.device | str = "cpu",
     progress: bool = True,
     desc: str = "evaluating",
-) -> dict[str, float]:
-    """Accuracy (%) per language; pairs are batched by length so little padding is computed."""
+) -> dict[str, list[int]]:
+    """The predicted label id of every pair, per language, in input order; pairs are batched by
+    length so little padding is computed."""
     was_training = model.training
     model.eval()
     device = torch.device(device)
@@ -170,19 +172,39 @@ def accuracy(
     with tqdm(total=total, desc=desc, unit="pair", disable=not progress, leave=False) as bar:
         for lang, items in features.items():
             order = sorted(range(len(items)), key=lambda i: len(items[i][0]))
-            correct = 0
+            predicted = [0] * len(items)
             for start in range(0, len(order), batch_size):
-                batch = collate([items[i] for i in order[start:start + batch_size]])
+                rows = order[start:start + batch_size]
+                batch = collate([items[i] for i in rows])
                 with autocast:
-                    logits = model(batch["input_ids"].to(device), batch["attention_mask"].to(device))
-                correct += int((logits.argmax(-1).cpu() == batch["labels"]).sum())
-                bar.update(len(batch["labels"]))
-            out[lang] = 100.0 * correct / len(items)
+                    logits = model(batch["input_ids"].to(device), batch["attention_mask"].to(device))  # (B, labels)
+                for i, label in zip(rows, logits.argmax(-1).tolist()):
+                    predicted[i] = label
+                bar.update(len(rows))
+            out[lang] = predicted
     model.train(was_training)
     return out
 
 
-def finetune_xnli_once(
+def accuracy_of(predicted: dict[str, list[int]], features: dict[str, list[tuple[list[int], int]]]) -> dict[str, float]:
+    """Accuracy (%) per language of predicted label ids against the features' gold labels."""
+    return {lang: 100.0 * sum(p == label for p, (_, label) in zip(predicted[lang], items)) / len(items)
+            for lang, items in features.items()}
+
+
+def accuracy(model: SequenceClassifier, features: dict[str, list[tuple[list[int], int]]], collate: Callable,
+             **kwargs: Any) -> dict[str, float]:
+    """Accuracy (%) per language (``kwargs`` as :func:`predict_labels`)."""
+    return accuracy_of(predict_labels(model, features, collate, **kwargs), features)
+
+
+def write_label_predictions(directory: Path, predicted: dict[str, list[int]], labels: Sequence[str]) -> None:
+    """XTREME's prediction layout for classification: ``test-{lang}.tsv``, one label a line."""
+    for lang, ids in predicted.items():
+        write_text_atomically(directory / f"test-{lang}.tsv", "".join(f"{labels[i]}\n" for i in ids))
+
+
+def finetune_pairs_once(
     model_dir: str | Path,
     tokenizer: Tokenizer,
     train_features: list,
@@ -190,16 +212,20 @@ def finetune_xnli_once(
     test_features: dict[str, list],
     config: FinetuneConfig,
     *,
+    labels: Sequence[str] = LABELS,
     device: torch.device | str = "cpu",
     progress: bool = True,
     save_to: Path | None = None,
+    predictions_to: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """One seed: train, select on the joint dev average (#M=1), test every language."""
+    """One seed of sentence-pair classification (XNLI, PAWS-X): train, keep the model with the
+    best mean dev accuracy over the languages of ``dev_features`` (all of them: #M=1; only en:
+    XTREME's rule), test every language; with ``predictions_to``, write its test-{lang}.tsv."""
     from ..model.encoder import Encoder
 
     seed_everything(config.seed)
-    model = SequenceClassifier(Encoder.from_pretrained(model_dir), num_labels=len(LABELS))
+    model = SequenceClassifier(Encoder.from_pretrained(model_dir), num_labels=len(labels))
     collate = make_collate(tokenizer)
     eval_kwargs = dict(device=device, progress=progress, batch_size=max(config.batch_size, 64))
 
@@ -208,14 +234,18 @@ def finetune_xnli_once(
         return Evaluation(0, 0.0, average(dev), {"dev": dev})
 
     result = train(model, train_features, collate, classification_loss, config,
-                   evaluate=evaluate, device=device, progress=progress, log=log)
-    test = accuracy(model, test_features, collate, desc="test", **eval_kwargs)
+                   evaluate=evaluate if dev_features else None, device=device, progress=progress, log=log)
+    predicted = predict_labels(model, test_features, collate, desc="test", **eval_kwargs)
+    test = accuracy_of(predicted, test_features)
+    if predictions_to is not None:
+        write_label_predictions(predictions_to, predicted, labels)
     if save_to is not None:
-        save_task_model(model, save_to, tokenizer, labels=LABELS)
+        save_task_model(model, save_to, tokenizer, labels=labels)
     selected = result.selected
     return {
         "seed": config.seed,
         "selected_step": result.selected_step,
+        "selected_epoch": round(selected.epoch, 4) if selected else None,
         "total_steps": result.total_steps,
         "warmup_steps": result.warmup_steps,
         "dev": selected.details["dev"] if selected else None,
@@ -226,7 +256,27 @@ def finetune_xnli_once(
         "train_loss": result.loss_summary(),
         "evaluations": [{"step": e.step, "epoch": round(e.epoch, 4), "dev_average": e.score} for e in result.evaluations],
         "model": str(save_to) if save_to is not None else None,
+        "predictions": str(predictions_to) if predictions_to is not None else None,
     }
+
+
+def kept_model(config: FinetuneConfig, dev: dict[str, Any], metric: str) -> str:
+    """How the kept model was chosen, in words (results.json's ``selected_on``)."""
+    if config.selection == "last" or not dev:
+        return "the final model"
+    return f"the best dev {metric} (mean over {' '.join(dev)}), checked after each epoch" + (
+        f" and every {config.eval_every} steps" if config.eval_every else "")
+
+
+def selection_dev(dev: dict[str, list], dev_languages: Sequence[str] | None, task: str) -> dict[str, list]:
+    """The dev sets the selection reads: ``dev_languages`` (None: all of ``dev``)."""
+    if dev_languages is None:
+        return dev
+    missing = [lang for lang in dev_languages if lang not in dev]
+    if missing:
+        raise FinetuneError(f"{task}: selection on the {' '.join(missing)} dev set, but no {' '.join(missing)} dev "
+                            f"data was read (languages read: {' '.join(dev)}); add {' '.join(missing)} to --languages")
+    return {lang: dev[lang] for lang in dev_languages}
 
 
 def run_xnli(
@@ -245,13 +295,15 @@ def run_xnli(
     device: torch.device | str = "cpu",
     progress: bool = True,
     save_models: bool = True,
+    dev_languages: Sequence[str] | None = None,
     log: Callable[[str], None] = print,
     model_name: str | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``seeds`` times (seeds config.seed, config.seed + 1, …); write OUTPUT/results.json,
     OUTPUT/results.md and OUTPUT/seed-{s}/model/ (a ``XLMRobertaForSequenceClassification``
-    directory); return the results. ``model_name``: the model as results.json names it
-    (default: ``model_dir``)."""
+    directory); return the results. ``dev_languages``: the dev sets selection averages (default:
+    every language, the paper's #M=1; ``["en"]``: XTREME's). ``model_name``: the model as
+    results.json names it (default: ``model_dir``)."""
     runs = SeedRuns("xnli", config, seeds, output, log)
     tokenizer = Tokenizer.from_pretrained(model_dir)  # fails fast on a directory without one
     xnli = load_xnli_data(data, setting, languages, train_data=train_data,
@@ -259,11 +311,13 @@ def run_xnli(
     log(f"[xnli] {setting}: {len(xnli.train)} training pairs, dev {sum(map(len, xnli.dev.values()))}, "
         f"test {sum(map(len, xnli.test.values()))} pairs in {len(xnli.test)} languages")
     train_features = encode_pairs(tokenizer, xnli.train, max_length)
-    dev_features = {lang: encode_pairs(tokenizer, x, max_length) for lang, x in xnli.dev.items()}
+    dev = selection_dev(xnli.dev, dev_languages, "xnli")
+    dev_features = {lang: encode_pairs(tokenizer, x, max_length) for lang, x in dev.items()}
     test_features = {lang: encode_pairs(tokenizer, x, max_length) for lang, x in xnli.test.items()}
-    runs.run(lambda seed_config, seed_dir: finetune_xnli_once(
+    runs.run(lambda seed_config, seed_dir: finetune_pairs_once(
         model_dir, tokenizer, train_features, dev_features, test_features, seed_config,
-        device=device, progress=progress, save_to=seed_dir / "model" if save_models else None, log=log,
+        device=device, progress=progress, save_to=seed_dir / "model" if save_models else None,
+        predictions_to=seed_dir / "predictions" / "xnli", log=log,
     ))
     described = {
         "setting": setting,
@@ -272,14 +326,20 @@ def run_xnli(
         "languages": list(xnli.test),
         "train_examples": len(xnli.train),
         "max_length": max_length,
+        "selected_on": kept_model(config, dev_features, "accuracy"),
     }
     return runs.finish(described, mean_keys=["test", "test_average", "transfer_gap", "dev_average"],
-                       std_keys=["test_average"], markdown=format_xnli_results)
+                       std_keys=["test_average"], markdown=format_xnli_results, predictions=True)
 
 
 def format_xnli_results(results: dict[str, Any]) -> str:
     """The paper's XNLI table shape: one row per seed and the mean; languages, Avg, gap."""
-    langs = [lang for lang in PAPER_ORDER if lang in results["languages"]]
+    return format_pair_results(results, f"XNLI, {results['setting']}", PAPER_ORDER)
+
+
+def format_pair_results(results: dict[str, Any], title: str, order: Sequence[str]) -> str:
+    """One row per seed and the mean: accuracy per language (in ``order``), Avg, gap."""
+    langs = [lang for lang in order if lang in results["languages"]]
     header = ["run", *langs, "Avg", "gap"]
 
     def row(name: str, r: dict) -> list:
@@ -288,11 +348,12 @@ def format_xnli_results(results: dict[str, Any]) -> str:
     rows = [row(f"seed {r['seed']}", r) for r in results["runs"]]
     if len(results["runs"]) > 1:
         rows.append(row(f"**mean of {len(results['runs'])}**", results["mean"]))
+        rows.append(["std over seeds", *([""] * len(langs)), results["std"]["test_average"], ""])
     lines = [
-        f"# XNLI, {results['setting']}",
+        f"# {title}",
         "",
-        f"Model `{results['model']}`; test accuracy (%), one model for all languages (#M=1) selected on the "
-        f"average dev accuracy; gap = en − mean of the other languages.",
+        f"Model `{results['model']}`; test accuracy (%), one model for all languages (#M=1), kept: "
+        f"{results.get('selected_on') or 'the best average dev accuracy'}; gap = en − mean of the other languages.",
         "",
         markdown_table(header, rows),
         "",
@@ -300,4 +361,5 @@ def format_xnli_results(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["SETTINGS", "DEFAULTS", "PAPER_ORDER", "load_xnli_data", "encode_pairs", "run_xnli", "XNLI_LANGUAGES"]
+__all__ = ["SETTINGS", "DEFAULTS", "PAPER_ORDER", "load_xnli_data", "encode_pairs", "finetune_pairs_once", "run_xnli",
+           "XNLI_LANGUAGES"]

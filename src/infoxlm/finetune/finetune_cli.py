@@ -1,4 +1,5 @@
-"""``infoxlm finetune xnli`` and ``infoxlm finetune mlqa``."""
+"""``infoxlm finetune xnli`` and ``infoxlm finetune mlqa``; XTREME's other tasks register from
+their own modules (``xtreme_cli.py``) with this module's run driver."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from ..created_paths import CreatedPaths
 from ..outputs import check_output_dir
 from . import defaults
 from .defaults import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH
+from .tagging_cli import add_tagging_commands
+from .xtreme_cli import SELECTION_HELP, add_xtreme_tasks
+from .xtreme_defaults import SELECTIONS, dev_languages
 
 
 def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("finetune", help="fine-tune and evaluate on XNLI or MLQA (the paper's protocols)")
+    p = commands.add_parser("finetune", help="fine-tune and evaluate on XNLI, MLQA (the paper's protocols) or XTREME's tasks")
     sub = p.add_subparsers(metavar="TASK", required=True)
     d = defaults.XNLI
-    x = sub.add_parser(
-        "xnli",
+    x = sub.add_parser("xnli",
         help="XNLI: cross-lingual transfer or translate-train-all, one model for 15 languages",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
@@ -51,11 +54,11 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
     x.add_argument("--languages", nargs="+", default=None, metavar="xx", help="XNLI languages to test (default: all 15)")
     x.add_argument("--max-length", type=positive_int, default=defaults.XNLI_MAX_LENGTH, help="tokens per pair (default: 128)")
     x.add_argument("--max-dev-examples", type=positive_int, default=None, metavar="N", help="first N dev pairs per language (smoke runs)")
+    x.add_argument("--selection", choices=SELECTIONS, default="all-dev", help=f"{SELECTION_HELP} (default: all-dev, the paper's)")
     x.set_defaults(func=run_finetune_xnli)
 
     d = defaults.MLQA
-    m = sub.add_parser(
-        "mlqa",
+    m = sub.add_parser("mlqa",
         help="MLQA: extractive QA trained on SQuAD v1.1 English, tested in 7 languages",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
@@ -66,7 +69,7 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
             "Defaults are the paper's appendix (the same for base and large models): warm-up 10%, linear\n"
             "decay, weight decay 0, the final model (--selection last); batch 32, lr 3e-5 and 3 epochs from\n"
             "the searched batch {16, 32} (large: 32), lr {2e-5, 3e-5, 5e-5}, epochs {2, 3, 4}. --selection\n"
-            "dev picks the evaluation with the best mean dev F1 instead.\n"
+            "all-dev picks the evaluation with the best mean dev F1 instead, en-dev the best English dev F1.\n"
             "--search runs that grid for the model's size (base 18 settings, large 9), every setting ×\n"
             "--seeds, each in RUN/grid/NN-…/, and keeps the setting whose model has the best mean F1 over\n"
             "the MLQA dev files (dev-context-xx-question-xx.json, in DIR or DIR/dev; required, test is\n"
@@ -84,11 +87,13 @@ def add_finetune_commands(commands: argparse._SubParsersAction) -> None:
     m.add_argument("--data", required=True, type=Path, help="MLQA directory (MLQA_V1, with dev/ and test/)")
     m.add_argument("--languages", nargs="+", default=None, metavar="xx", help="MLQA languages (default: all 7)")
     m.add_argument("--cross-language", action="store_true", help="also every context × question language pair")
-    m.add_argument("--selection", choices=defaults.MLQA_SELECTIONS, default="last", help="last (paper) or dev: best mean dev F1 (default: last)")
+    m.add_argument("--selection", choices=SELECTIONS, default="last", help=f"{SELECTION_HELP} (default: last, the paper's)")
     m.add_argument("--max-length", type=positive_int, default=MAX_LENGTH, help=f"tokens per window (default: {MAX_LENGTH})")
     m.add_argument("--doc-stride", type=positive_int, default=DOC_STRIDE, help=f"tokens between window starts (default: {DOC_STRIDE})")
     m.add_argument("--max-query-length", type=positive_int, default=MAX_QUERY_LENGTH, help=f"question tokens kept (default: {MAX_QUERY_LENGTH})")
     m.set_defaults(func=run_finetune_mlqa)
+    add_xtreme_tasks(sub, run=_run, is_run=is_finetune_run, device=_device)
+    add_tagging_commands(sub)
 
 
 def _common(p: argparse.ArgumentParser, task: str, default_eval_every: int | None) -> None:
@@ -160,16 +165,20 @@ def _device(name: str | None):
 
 def is_finetune_run(path: Path) -> bool:
     """A directory holding only what `infoxlm finetune` writes: results.json, results.md, seed-S/,
-    and with --search grid/."""
-    return all(p.name in ("results.json", "results.md", "grid") or p.name.startswith("seed-") for p in path.iterdir())
+    predictions/, and with --search grid/."""
+    return all(p.name in ("results.json", "results.md", "grid", "predictions") or p.name.startswith("seed-") for p in path.iterdir())
 
 
 def run_finetune_xnli(args: argparse.Namespace) -> int:
     from . import classification
 
+    from ..eval.xnli_data import check_languages
+
     check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
+    selection = "last" if args.selection == "last" else "best"
+    chosen = dev_languages(args.selection, check_languages(args.languages))
     _run(args, "xnli", lambda setting, output, model_dir, model_name: classification.run_xnli(
-        model_dir, args.data, args.setting, output, _config(args, "best", setting),
+        model_dir, args.data, args.setting, output, _config(args, selection, setting), dev_languages=chosen,
         seeds=args.seeds, languages=args.languages, train_data=args.train_data, max_length=args.max_length,
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         device=_device(args.device), progress=not args.no_progress, save_models=not args.no_save_model,
@@ -183,9 +192,10 @@ def run_finetune_mlqa(args: argparse.Namespace) -> int:
     from . import qa
 
     check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
-    selection = "best" if args.selection == "dev" else "last"
+    selection = "last" if args.selection == "last" else "best"
+    chosen = dev_languages(args.selection, qa.check_mlqa_languages(args.languages)) if selection == "best" else None
     _run(args, "mlqa", lambda setting, output, model_dir, model_name: qa.run_mlqa(
-        model_dir, args.train, args.data, output, _config(args, selection, setting),
+        model_dir, args.train, args.data, output, _config(args, selection, setting), dev_languages=chosen,
         seeds=args.seeds, languages=args.languages, cross_language=args.cross_language,
         max_length=args.max_length, doc_stride=args.doc_stride, max_query_length=args.max_query_length,
         max_train_examples=args.max_train_examples, device=_device(args.device),

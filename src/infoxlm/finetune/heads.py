@@ -1,9 +1,10 @@
 """Task heads on the encoder, with the key names of Hugging Face's XLM-R task models.
 
-``SequenceClassifier`` is ``XLMRobertaForSequenceClassification`` and ``SpanExtractor`` is
-``XLMRobertaForQuestionAnswering`` weight for weight: the body under ``roberta.`` (no pooler, as
+``SequenceClassifier`` is ``XLMRobertaForSequenceClassification``, ``SpanExtractor``
+``XLMRobertaForQuestionAnswering`` and ``TokenClassifier`` ``XLMRobertaForTokenClassification``,
+weight for weight: the body under ``roberta.`` (no pooler, as
 those classes build it with ``add_pooling_layer=False``), the head under ``classifier.dense`` /
-``classifier.out_proj`` or ``qa_outputs``. :func:`save_task_model` writes a directory that
+``classifier.out_proj``, ``qa_outputs`` or ``classifier``. :func:`save_task_model` writes a directory that
 ``transformers`` loads with no missing keys, so a fine-tuned model leaves this project as a
 standard checkpoint.
 
@@ -126,6 +127,28 @@ class SpanExtractor(TaskModel):
         logits = self.qa_outputs(self.roberta(input_ids, attention_mask).last_hidden_state)  # (B, T, 2)
         start, end = logits.unbind(dim=-1)
         return start, end
+
+
+
+class TokenClassifier(TaskModel):
+    """Token classification (NER, POS): ``XLMRobertaForTokenClassification``'s layout, dropout
+    then one linear d → num_labels on every token.
+
+    forward(input_ids (B, T), attention_mask (B, T)) → logits (B, T, num_labels).
+    """
+
+    architecture = "XLMRobertaForTokenClassification"
+
+    def __init__(self, encoder: Encoder, num_labels: int, dropout: float | None = None):
+        super().__init__()
+        self.roberta = encoder
+        self.dropout = nn.Dropout(encoder.config.hidden_dropout_prob if dropout is None else dropout)
+        self.classifier = nn.Linear(encoder.config.hidden_size, num_labels)
+        self._init_head(self.classifier)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        states = self.roberta(input_ids, attention_mask).last_hidden_state  # (B, T, d)
+        return self.classifier(self.dropout(states))  # (B, T, num_labels)
 
 
 def save_task_model(

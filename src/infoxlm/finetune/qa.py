@@ -11,7 +11,7 @@ Protocol (paper §4 and appendix "Hyperparameters for Fine-Tuning"):
 * base-size hyperparameters: batch {16, 32}, learning rate {2e-5, 3e-5, 5e-5}, 10% warm-up,
   linear decay, weight decay 0, {2, 3, 4} epochs; defaults here take batch 32, 3e-5 and 3
   epochs (the paper does not say which won). "For MLQA, we directly use the final learned
-  model": ``selection="last"`` by default; ``"dev"`` selects on the MLQA dev files' mean F1.
+  model": ``selection="last"`` by default; ``all-dev`` selects on the MLQA dev files' mean F1, ``en-dev`` on English's.
 * ``cross_language``: also every context-language × question-language file (MLQA's G-XLT).
 """
 
@@ -33,7 +33,7 @@ from ..eval.mlqa_data import (
 from ..eval.mlqa_metric import score_mlqa
 from ..outputs import atomic_file
 from ..tokenizer import Tokenizer
-from . import defaults
+from . import defaults, xtreme_defaults
 from .heads import SpanExtractor, save_task_model
 from .qa_decoding import MAX_ANSWER_LENGTH, N_BEST, decode_answers
 from .qa_windows import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH, QAFeature, build_features
@@ -42,7 +42,7 @@ from .seeds import SeedRuns
 from .training import Evaluation, FinetuneConfig, FinetuneError, seed_everything, train
 
 DEFAULTS = defaults.MLQA
-SELECTIONS = defaults.MLQA_SELECTIONS
+SELECTIONS = xtreme_defaults.SELECTIONS  # en-dev, all-dev, last: the same choices as every task
 
 
 class QAData:
@@ -189,7 +189,7 @@ def finetune_mlqa_once(
     return run
 
 
-def _warn_misplaced_answers(train_file: str | Path, examples: list[QAExample], shown: int = 5) -> None:
+def warn_misplaced_answers(train_file: str | Path, examples: list[QAExample], shown: int = 5) -> None:
     """One warning on stderr per training question whose answer_start disagrees with its answer
     text (the first ``shown``, then a count); build_features skips them, as BERT's script does."""
     misplaced = misplaced_answers(examples)
@@ -219,6 +219,7 @@ def run_mlqa(
     progress: bool = True,
     save_models: bool = True,
     score_dev: bool = False,
+    dev_languages: Sequence[str] | None = None,
     log: Callable[[str], None] = print,
     model_name: str | None = None,
 ) -> dict[str, Any]:
@@ -228,15 +229,17 @@ def run_mlqa(
     ``config.selection``: "last" (the paper) or "best" (mean F1 on the MLQA dev files, which
     must then exist in ``data``). ``score_dev``: also score the kept model on those dev files
     (``dev_f1_average``), which the hyperparameter search selects on. ``model_name``: the model
-    as results.json names it (default: ``model_dir``)."""
+    as results.json names it (default: ``model_dir``). ``dev_languages``: the dev files selection
+    averages (default: every language's; ``["en"]``: XTREME's rule)."""
     runs = SeedRuns("mlqa", config, seeds, output, log)
     tokenizer = Tokenizer.from_pretrained(model_dir)
     languages = check_mlqa_languages(languages)
-    tests, devs = _evaluation_files(data, languages, cross_language, need_dev=config.selection == "best" or score_dev)
+    tests, devs = _evaluation_files(data, languages, cross_language, need_dev=config.selection == "best" or score_dev,
+                                    dev_languages=dev_languages)
     train_examples = read_squad(train_file)[:max_train_examples]
-    _warn_misplaced_answers(train_file, train_examples)
+    warn_misplaced_answers(train_file, train_examples)
     window = dict(max_length=max_length, doc_stride=doc_stride, max_query_length=max_query_length)
-    train_features = _training_windows(tokenizer, train_file, train_examples, window, log)
+    train_features = training_windows(tokenizer, train_file, train_examples, window, log)
     runs.run(lambda seed_config, seed_dir: finetune_mlqa_once(
         model_dir, tokenizer, train_features, tests, devs, seed_config, seed_dir,
         window=window, device=device, progress=progress, save_model=save_models, log=log,
@@ -257,24 +260,25 @@ def run_mlqa(
 
 
 def _evaluation_files(
-    data: str | Path, languages: list[str], cross_language: bool, need_dev: bool
+    data: str | Path, languages: list[str], cross_language: bool, need_dev: bool,
+    dev_languages: Sequence[str] | None = None,
 ) -> tuple[dict[tuple[str, str], QAData], dict[str, QAData]]:
     """The test files ({(context language, question language): file}) and, when ``need_dev``,
-    the dev files ({language: file}) in ``data``."""
+    the dev files ({language: file}) in ``data`` of ``dev_languages`` (default: ``languages``)."""
     pairs = [(c, q) for c in languages for q in (languages if cross_language else [c])]
     tests = {(c, q): QAData(find_mlqa_file(data, "test", c, q)) for c, q in pairs}
     devs = {}
     if need_dev:
         try:
-            devs = {lang: QAData(find_mlqa_file(data, "dev", lang)) for lang in languages}
+            devs = {lang: QAData(find_mlqa_file(data, "dev", lang)) for lang in (dev_languages or languages)}
         except MLQADataError as err:  # say why dev files are needed: selection never uses test
             raise MLQADataError(f"{err}; selecting a model or a setting needs the MLQA dev files, never test") from None
     return tests, devs
 
 
-def _training_windows(
+def training_windows(
     tokenizer: Tokenizer, train_file: str | Path, examples: list[QAExample], window: dict[str, int],
-    log: Callable[[str], None],
+    log: Callable[[str], None], task: str = "mlqa",
 ) -> list[QAFeature]:
     """The training windows of ``examples``; refused when no question's answer is where it says."""
     features, skipped = build_features(tokenizer, examples, train=True, **window)
@@ -283,7 +287,7 @@ def _training_windows(
             f"{train_file}: none of its {len(examples)} training questions has an answer at its "
             "answer_start; expected SQuAD v1.1 training data"
         )
-    log(f"[mlqa] {len(examples)} training questions → {len(features)} windows"
+    log(f"[{task}] {len(examples)} training questions → {len(features)} windows"
         + (f" ({skipped} skipped: answer not found at answer_start)" if skipped else ""))
     return features
 
@@ -292,9 +296,9 @@ def f1_em(value: dict[str, float] | None) -> str:
     return "–" if value is None else f"{value['f1']:.1f} / {value['exact_match']:.1f}"
 
 
-def format_mlqa_results(results: dict[str, Any]) -> str:
-    """The paper's MLQA table shape: F1 / EM per language, Avg, and the gap."""
-    langs = [lang for lang in MLQA_LANGUAGES if lang in results["languages"]]
+def qa_table(results: dict[str, Any], langs: Sequence[str], std: bool = False) -> str:
+    """F1 / EM per language, Avg and the gap: one row per seed, the mean (and with ``std`` the
+    spread of the averages) over several."""
     header = ["run", *langs, "Avg", "gap"]
 
     def row(name: str, r: dict) -> list:
@@ -305,9 +309,18 @@ def format_mlqa_results(results: dict[str, Any]) -> str:
     rows = [row(f"seed {r['seed']}", r) for r in results["runs"]]
     if len(results["runs"]) > 1:
         rows.append(row(f"**mean of {len(results['runs'])}**", results["mean"]))
+        if std:
+            spread = {"f1": results["std"]["average_f1"], "exact_match": results["std"]["average_exact_match"]}
+            rows.append(["std over seeds", *([""] * len(langs)), f1_em(spread), ""])
+    return markdown_table(header, rows)
+
+
+def format_mlqa_results(results: dict[str, Any]) -> str:
+    """The paper's MLQA table shape: F1 / EM per language, Avg, and the gap."""
+    langs = [lang for lang in MLQA_LANGUAGES if lang in results["languages"]]
     lines = [f"# MLQA, cross-lingual transfer (trained on SQuAD v1.1 English)", "",
              f"Model `{results['model']}`; F1 / EM (%), official MLQA metric; gap = en − mean of the other languages.", "",
-             markdown_table(header, rows), ""]
+             qa_table(results, langs), ""]
     cross = results["mean"].get("cross_language")
     if cross:
         lines += ["F1 (%) per context language (rows) × question language (columns), mean over seeds:", "",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..model.config import EncoderConfig
-from . import defaults
+from . import defaults, xtreme_defaults
 from ..eval.results import markdown_table, write_results
 from .training import FinetuneError
 
@@ -34,7 +34,10 @@ def plan(
     or with ``search`` the size's grid with the explicit values fixing their dimensions."""
     config = EncoderConfig.load(model_dir)
     size = defaults.model_size(config.hidden_size, config.num_hidden_layers)
-    settings = defaults.grid(task, size, explicit) if search else [defaults.settings_for(task, size, explicit)]
+    if task not in defaults.TASKS:  # XTREME's other tasks: its published settings, no grid
+        settings = [xtreme_defaults.settings_for(task, size, explicit)]
+    else:
+        settings = defaults.grid(task, size, explicit) if search else [defaults.settings_for(task, size, explicit)]
     log(f"[{task}] {size}-size settings ({config.num_hidden_layers} layers × {config.hidden_size}): "
         + (f"a search over {len(settings)} settings" if search else ", ".join(f"{k} {v}" for k, v in settings[0].items())))
     return size, settings

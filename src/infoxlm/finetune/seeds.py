@@ -19,10 +19,12 @@ in ``OUTPUT/seed-{s}/``) and :meth:`SeedRuns.finish` writes ``results.json`` and
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..outputs import atomic_dir
 from ..eval.results import mean_over_seeds, std_over_seeds, write_results
 from .training import FinetuneConfig, FinetuneError, copy_config
 
@@ -58,11 +60,14 @@ class SeedRuns:
         mean_keys: Sequence[str],
         std_keys: Sequence[str],
         markdown: Callable[[dict[str, Any]], str],
+        predictions: bool = False,
     ) -> dict[str, Any]:
         """Write OUTPUT/results.json and results.md (``markdown(results)``) and return the results:
         ``task``, what ``described`` says (setting, model, data, …), the config, the seeds, the
         mean over seeds of ``mean_keys`` (those a run has), the spread of ``std_keys``, the runs
-        and the seconds since construction."""
+        and the seconds since construction. ``predictions``: also copy the first seed's
+        ``seed-S/predictions/{task}/test-{lang}.*`` (XTREME's layout) to OUTPUT/predictions/, beside
+        results.json, the one set of predictions XTREME's ``evaluate.py`` reads."""
         results = {
             "task": self.task,
             **described,
@@ -73,5 +78,14 @@ class SeedRuns:
             "runs": self.runs,
             "seconds": time.perf_counter() - self.started,
         }
+        if predictions and self.runs:
+            self._publish_predictions(self.output / f"seed-{self.runs[0]['seed']}" / "predictions")
         write_results(self.output, results, markdown(results), self.log)
         return results
+
+    def _publish_predictions(self, source: Path) -> None:
+        for task_dir in sorted(p for p in source.iterdir() if p.is_dir()):
+            # Replaced whole: a language an earlier run into RUN tested, and this one not, goes.
+            with atomic_dir(self.output / "predictions" / task_dir.name, replace=True) as tmp:
+                for file in task_dir.iterdir():
+                    shutil.copyfile(file, tmp / file.name)

@@ -31,6 +31,7 @@ from ..model.config import ENCODER_SIZES
 from ..model.sentence_layer import POOLINGS
 from ..errors import InfoXLMError
 from ..json_files import CONFIG_BYTES, read_json
+from .optim import LR_SCHEDULES
 
 
 class ConfigError(InfoXLMError):
@@ -201,6 +202,8 @@ class OptimConfig(Section):
     warmup_steps: int = 10_000
     max_steps: int = 150_000
     clip_norm: float = 1.0
+    schedule: str = "linear"  # the paper's warm-up + linear decay, or "wsd": warm-up, stable, decay
+    decay_fraction: float = 0.1  # wsd: the share of max_steps over which the rate falls to 0
 
     def validate(self) -> None:
         self._number("lr", 0.0, low_open=True)
@@ -217,6 +220,8 @@ class OptimConfig(Section):
         self._integer("warmup_steps", 0)
         self._integer("max_steps", 1)
         self._number("clip_norm", 0.0, low_open=True)
+        self._choice("schedule", LR_SCHEDULES)
+        self._number("decay_fraction", 0.0, 1.0, low_open=True)
 
 
 @dataclass

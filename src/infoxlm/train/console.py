@@ -38,13 +38,17 @@ def config_summary(
     origin = f"continues {m.init}" if m.init else f"from scratch ({m.init_scheme} init)"
     lines = [
         f"pretrain {run_dir} ({start})" + (f", preset {preset}" if preset else ""),
-        f"  model     {m.size}: {_count(shape.num_hidden_layers, 'layer')}, hidden {shape.hidden_size}, "
+        # A continued model's shape is its directory's: model.size names none then.
+        f"  model     {'' if m.init else m.size + ': '}{_count(shape.num_hidden_layers, 'layer')}, hidden {shape.hidden_size}, "
         f"{shape.num_attention_heads} heads, vocabulary {shape.vocab_size:,}; {_millions(parameters)} "
         f"parameters; {origin}",
         f"  data      {store.root}: {_names(store.mono, 'language')}, {_names(store.parallel, 'pair')}; "
-        f"sampled p ∝ (n/N)^{d.alpha}, n in {_unit(d.sampling_unit)}",
+        f"sampled p ∝ (n/N)^{d.alpha if d.alpha_schedule is None else d.alpha_schedule + ' (step:α)'}, "
+        f"n in {_unit(d.sampling_unit)}" + _data_changes(d),
         f"  batch     {_batches(config)} per step",
-        f"  steps     {o.max_steps:,} (warm-up {o.warmup_steps:,}, lr {o.lr:g}); checkpoint every "
+        f"  steps     {o.max_steps:,} (warm-up {o.warmup_steps:,}, lr {o.lr:g}"
+        + (f", warm-up–stable–decay over the last {o.decay_fraction:.0%}" if o.schedule == "wsd" else "")
+        + "); checkpoint every "
         f"{r.save_every:,}, log every {r.log_every:,}",
         f"  device    {device}" + (f" × {processes} processes ({r.parallelism})" if processes > 1 else "")
         + f"; {'bf16' if bf16 else 'fp32'}; compile {'on' if r.compile else 'off'}; micro-batch budget "
@@ -53,6 +57,17 @@ def config_summary(
         f"  full config: {run_dir / 'config.json'} (--print-config prints it without running)",
     ]
     return lines
+
+
+def _data_changes(d: Any) -> str:
+    """The data settings past the paper's (schedules, late languages, multi-way pairs) of ``d``, the
+    run's PipelineConfig, as parts of its console line."""
+    changes = [
+        f"mask rate {d.mask_schedule} (step:rate)" if d.mask_schedule else "",
+        f"languages from steps {d.language_starts}" if d.language_starts else "",
+        f"{d.multiway_share:.0%} of pairs xx–yy through {d.pivot}" if d.pairs == "multiway" else "",
+    ]
+    return "".join(f"; {c}" for c in changes if c)
 
 
 def step_line(step: int, max_steps: int, metrics: dict[str, float]) -> str:

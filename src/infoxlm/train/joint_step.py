@@ -59,7 +59,7 @@ def build_joint_step(config: TrainConfig, world: World, model: JointModel, *, ru
     optimizer = build_optimizer(
         model.trainable_parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
     )
-    scheduler = build_scheduler(optimizer, o.warmup_steps, o.max_steps)
+    scheduler = build_scheduler(optimizer, o.warmup_steps, o.max_steps, o.schedule, o.decay_fraction)
     return JointStep(config, world, model, parallel_model, optimizer, scheduler, run_dir=run_dir)
 
 

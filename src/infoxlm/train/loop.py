@@ -106,7 +106,7 @@ class Trainer:
         if resume is not None:
             resume.check(
                 self.config, self.store.root, self.store_identity,
-                allow_config_change=allow_config_change, allow_data_change=allow_data_change,
+                allow_config_change=allow_config_change, allow_data_change=allow_data_change, warn=self.world.is_main,
             )  # fmt: skip
         elif config.model.init:
             fingerprint = self.store_identity["tokenizer"]["fingerprint"]

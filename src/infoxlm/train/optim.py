@@ -1,4 +1,6 @@
-"""AdamW and the learning-rate schedule of the paper: linear warm-up, then linear decay to 0."""
+"""AdamW and the learning-rate schedules: the paper's linear warm-up then linear decay to 0
+(``linear``), or warm-up, a stable stretch at the peak, and a linear decay to 0 over the last
+``decay_fraction`` of the steps (``wsd``, as MiniCPM, ModernBERT and mmBERT train)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,22 @@ def linear_warmup_decay(step: int, warmup_steps: int, total_steps: int) -> float
     return max(0.0, remaining / max(1, total_steps - warmup_steps))
 
 
+LR_SCHEDULES = ("linear", "wsd")
+
+
+def learning_rate_multiplier(step: int, warmup_steps: int, total_steps: int, schedule: str = "linear", decay_fraction: float = 0.1) -> float:
+    """Multiplier of the peak learning rate at optimizer step ``step`` (0-based) under
+    ``schedule``; the warm-up is the same linear rise in both.
+
+    >>> [round(learning_rate_multiplier(t, 2, 10, "wsd", 0.2), 2) for t in range(10)]
+    [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5]
+    """
+    if schedule == "linear" or step < warmup_steps:
+        return linear_warmup_decay(step, warmup_steps, total_steps)
+    decay_steps = max(1, round(decay_fraction * total_steps))
+    return min(1.0, max(0.0, (total_steps - step) / decay_steps))
+
+
 def warmup_unreached(warmup_steps: int, total_steps: int) -> str | None:
     """What a schedule whose warm-up lasts the whole run means, for a warning; None otherwise.
 
@@ -52,7 +70,9 @@ def warmup_unreached(warmup_steps: int, total_steps: int) -> str | None:
     return f"warm-up of {warmup_steps} steps ≥ all {total_steps} steps: the peak learning rate is never reached"
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int, schedule: str = "linear", decay_fraction: float = 0.1
+) -> torch.optim.lr_scheduler.LambdaLR:
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: linear_warmup_decay(step, warmup_steps, total_steps)
+        optimizer, lambda step: learning_rate_multiplier(step, warmup_steps, total_steps, schedule, decay_fraction)
     )

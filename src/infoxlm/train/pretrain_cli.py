@@ -208,6 +208,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     missing = [flag for flag, value in (("--data", args.data), ("--output", args.output)) if value is None]
     if missing:
         raise InfoXLMError(f"pretrain: {' and '.join(missing)} required (or --print-config to see the config)")
+    before = list_checkpoints(Path(args.output)) if Path(args.output).is_dir() else []
     try:
         run_dir = pretrain(
             config,
@@ -223,7 +224,11 @@ def run_pretrain(args: argparse.Namespace) -> int:
         if os.environ.get("RANK", "0") == "0":  # torchrun's rank 0 speaks for the run
             found = list_checkpoints(run_dir)
             step, checkpoint = found[-1] if found else (0, None)
-            print("\n".join(finished_lines(run_dir, step, checkpoint)), flush=True)
+            if found and before and found[-1] == before[-1]:  # a finished run, given again
+                print(f"{run_dir}: finished at step {step} already; nothing written (a larger --max-steps "
+                      "with --allow-config-change continues it)", flush=True)
+            else:
+                print("\n".join(finished_lines(run_dir, step, checkpoint)), flush=True)
     except RunStopped:
         return _end_worker(0)  # stopped with its checkpoint, as asked (the run said why in one line)
     except KeyboardInterrupt:

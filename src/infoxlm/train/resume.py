@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from .config import EXECUTION_FIELDS, OptimConfig, TrainConfig
 from .distributed import World
 from .errors import CheckpointCorrupt, TrainingError
 from .joint_step import JointStep
-from .optim import linear_warmup_decay
+from .optim import learning_rate_multiplier
 from .store_identity import corpus_changes, tokenizer_change
 
 # What a run reads from a sharded checkpoint before it builds the model (to check the resume).
@@ -64,8 +66,12 @@ class Resume:
     def where(self) -> str:
         return f"{self.run_dir}: {self.checkpoint.name}"
 
-    def check(self, config: TrainConfig, store_root: Path, store_identity: dict, *, allow_config_change: bool, allow_data_change: bool) -> None:
-        """Refuse, in one line, to continue the checkpoint on other data or with a config it cannot take."""
+    def check(
+        self, config: TrainConfig, store_root: Path, store_identity: dict, *, allow_config_change: bool,
+        allow_data_change: bool, warn: bool = True,
+    ) -> None:
+        """Refuse, in one line, to continue the checkpoint on other data or with a config it cannot
+        take; with ``warn``, say on stderr how an accepted change moves the learning rate."""
         self._check_data(store_root, store_identity, allow_data_change)
         saved = state_json(self.state, "config", self.checkpoint) if "config" in self.state else None
         if saved is None:
@@ -81,6 +87,9 @@ class Resume:
                 "use another --output, or --allow-config-change to continue it with the new config"
             )
         self._check_contrast_shape(saved, resolved, "xlco" in config.data.enabled)
+        note = learning_rate_jump(saved.get("optim", {}), config.optim, self.step)
+        if note and warn:
+            print(note, file=sys.stderr, flush=True)
 
     def _check_data(self, store_root: Path, store_identity: dict, allow_data_change: bool) -> None:
         before = checkpoint_store_identity(self.state, self.run_dir, self.checkpoint)
@@ -182,9 +191,27 @@ def apply_optim_config(optimizer: torch.optim.Optimizer, scheduler: torch.optim.
     for group in optimizer.param_groups:
         group.update(betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, initial_lr=cfg.lr)
         # What LambdaLR computes at this step: base_lr × multiplier.
-        group["lr"] = cfg.lr * linear_warmup_decay(scheduler.last_epoch, cfg.warmup_steps, cfg.max_steps)
+        group["lr"] = cfg.lr * learning_rate_multiplier(
+            scheduler.last_epoch, cfg.warmup_steps, cfg.max_steps, cfg.schedule, cfg.decay_fraction
+        )
         lrs.append(group["lr"])
     scheduler._last_lr = lrs
+
+
+SCHEDULE_FIELDS = ("lr", "warmup_steps", "max_steps", "schedule", "decay_fraction")  # what sets a step's rate
+
+
+def learning_rate_jump(saved: dict, now: OptimConfig, step: int) -> str | None:
+    """A note when the schedule fields changed by --allow-config-change move the learning rate of
+    the step a run continues from (a finished run extended with more steps re-stretches its
+    schedule: from 0 back to near the peak); None when it stays."""
+    before = OptimConfig(**{**dataclasses.asdict(OptimConfig()), **saved})
+    rate = lambda o: o.lr * learning_rate_multiplier(step, o.warmup_steps, o.max_steps, o.schedule, o.decay_fraction)  # noqa: E731
+    old, new = rate(before), rate(now)
+    if math.isclose(old, new, rel_tol=1e-9, abs_tol=1e-15):
+        return None
+    fields = [f"optim.{k} {getattr(before, k)} → {getattr(now, k)}" for k in SCHEDULE_FIELDS if getattr(before, k) != getattr(now, k)]
+    return f"note: {', '.join(fields)}: the learning rate at step {step} moves from {old:.2e} to {new:.2e} (the schedule is recomputed over the new values)"
 
 
 def tensor_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:

@@ -39,7 +39,7 @@ def full_length_flops(config: TrainConfig, shape: ModelShape, world_size: int = 
 
     def rows(batch_size: int, length: int) -> tuple[list[int], list[int]]:
         n = math.ceil(batch_size / world_size)
-        return [length] * n, [max(1, round(length * d.mask_prob))] * n
+        return [length] * n, [max(1, round(length * d.highest_mask_rate))] * n
 
     mmlm, mmlm_masked = rows(d.mmlm_batch_size, d.block_size)
     tlm, tlm_masked = rows(d.tlm_batch_size, d.tlm_max_length)

@@ -244,7 +244,7 @@ def peak_estimate(
         config.contrast.layer if "xlco" in data.enabled else 0, encoder.vocab_size,
         bytes_per_value=2 if bf16 and fast else 4, activation_checkpointing=config.run.activation_checkpointing,
     )  # fmt: skip
-    return PeakEstimate(shares, cost, first_step_bytes(model, bf16, sharded), data.mask_prob)
+    return PeakEstimate(shares, cost, first_step_bytes(model, bf16, sharded), data.highest_mask_rate)
 
 
 def resolve_max_tokens(
