@@ -364,3 +364,21 @@ def test_the_watchdog_finds_a_task_whose_lock_is_free_without_a_marker(tmp_path,
         with _Watchdog(job) as watchdog:
             time.sleep(10)
     assert watchdog.dead == [1, 2]
+
+
+def test_a_pair_that_looks_like_a_header_at_a_part_start_is_kept_as_one_prepare_keeps_it(corpus, tmp_path, capsys):
+    # Part 1 of 2 begins at line 3, `en<TAB>de`: only a file's first line can be a header.
+    tsv = tmp_path / "en-de.tsv"
+    tsv.write_text("Die Katze.\tThe cat.\nDie Katze.\tThe cat.\nen\tde\nDie Katze.\tThe cat.\n", encoding="utf-8")
+
+    def parallel(output, *extra):
+        return ["prepare", "parallel", "--pair", "en-de", "--tsv", tsv, "--tokenizer", corpus / "tok",
+                "--output", output, "--no-progress", *extra]  # fmt: skip
+
+    code, out, err = _run(capsys, *parallel(tmp_path / "S1"))
+    assert code == 0 and "4 pairs" in out, err
+    code, out, err = _run(capsys, *parallel(tmp_path / "S", "--executor", "local", "--tasks", 2, "--workers", 1))
+    assert code == 0, err
+    meta = tmp_path / "S-tasks" / "parallel-en-de" / "stores" / "00001" / "parallel" / "en-de" / "meta.json"
+    assert json.loads(meta.read_text())["shard"]["parts"][0]["bytes"] == [40, 66]  # from line 3 on
+    assert _inspect(capsys, tmp_path / "S") == _inspect(capsys, tmp_path / "S1")
