@@ -353,15 +353,15 @@ def test_the_watchdog_finds_a_task_whose_lock_is_free_without_a_marker(tmp_path,
     job = EngineJob("mono", "de", {}, str(tmp_path / "S"), 3, str(tmp_path), {}, "x")
     (tmp_path / "tasks" / "completions").mkdir(parents=True)
     (tmp_path / "tasks" / "completions" / "00000").touch()  # done
-    (tmp_path / "running").mkdir()
-    (tmp_path / "running" / "00001").touch()  # started, its lock free: died
+    (tmp_path / "running" / "tasks").mkdir(parents=True)
+    (tmp_path / "running" / "tasks" / "00001").touch()  # started, its lock free: died
     monkeypatch.setattr(_Watchdog, "GRACE_S", 0.2)
-    with exclusive_lock(tmp_path / "running" / "00002"):  # still running
-        with _Watchdog(job) as watchdog:
+    with exclusive_lock(tmp_path / "running" / "tasks" / "00002"):  # still running
+        with _Watchdog(job, "tasks", 3) as watchdog:
             time.sleep(2)
         assert watchdog.dead == [1]  # found, but no interrupt while task 2 runs
     with pytest.raises(KeyboardInterrupt):  # every task done or dead: the waiting launch is interrupted
-        with _Watchdog(job) as watchdog:
+        with _Watchdog(job, "tasks", 3) as watchdog:
             time.sleep(10)
     assert watchdog.dead == [1, 2]
 

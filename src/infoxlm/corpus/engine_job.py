@@ -12,8 +12,8 @@ writes, whatever N. This module knows nothing of the engine that runs the tasks
     inputs/         the copies of inputs named by fsspec URLs (remote_inputs)
     stage/ tasks/   datatrove's logging directories of the two stages: completions/ (an
                     empty marker per finished task), logs/task_NNNNN.log, stats/
-    running/        a lock per task, held while it runs (a task whose lock is free and that
-                    has no completion marker died)
+    running/        a lock per task of each stage, held while it runs (a task whose lock is
+                    free and that has no completion marker died)
     stores/NNNNN/   the task stores
     merge/          the merge job's logging directory (SLURM)
     merged.json     the identity and input fingerprint of the last merge into the store
@@ -122,8 +122,9 @@ class EngineJob:
     def store(self, rank: int) -> Path:
         return self.root / "stores" / f"{rank:05d}"
 
-    def running_lock(self, rank: int) -> Path:
-        return self.root / "running" / f"{rank:05d}"
+    def running_lock(self, rank: int, stage: str = "tasks") -> Path:
+        """The lock task ``rank`` of ``stage`` (``stage`` or ``tasks``) holds while it runs."""
+        return self.root / "running" / stage / f"{rank:05d}"
 
     def completed(self, rank: int) -> bool:
         """Whether task ``rank`` left datatrove's completion marker."""

@@ -166,8 +166,8 @@ def _run_stage(job: EngineJob, options: EngineOptions, stage: tuple[str, list, i
         # The executor's manager process is started in the default way, a fork, which would
         # inherit (and keep, should this process be killed) the lock of the launch.
         multiprocess.set_start_method("forkserver", force=True)
-    watch = what == "tasks" and options.executor == "local" and options.workers != 1 and tasks > 1
-    watchdog = _Watchdog(job) if watch else None
+    watch = options.executor == "local" and options.workers != 1 and tasks > 1  # else no pool to wait on
+    watchdog = _Watchdog(job, what, tasks) if watch else None
     error = None
     try:
         with watchdog or _Nothing():
@@ -292,8 +292,8 @@ class _Watchdog:
     GRACE_S = 3.0  # a finished task frees its lock just before datatrove writes its marker
     POLL_S = 0.5
 
-    def __init__(self, job: EngineJob):
-        self.job = job
+    def __init__(self, job: EngineJob, stage: str, tasks: int):
+        self.job, self.stage, self.tasks = job, stage, tasks
         self.dead: list[int] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="infoxlm-task-watchdog", daemon=True)
@@ -310,8 +310,8 @@ class _Watchdog:
         free_since: dict[int, float] = {}
         while not self._stop.wait(self.POLL_S):
             now, settled = time.monotonic(), 0
-            for rank in range(self.job.tasks):
-                if self.job.completed(rank):
+            for rank in range(self.tasks):
+                if _completed(str(self.job.root / self.stage), rank):
                     settled += 1
                     continue
                 if self._free(rank):
@@ -322,13 +322,13 @@ class _Watchdog:
                             self.dead.append(rank)
                 else:
                     free_since.pop(rank, None)
-            if self.dead and settled == self.job.tasks:
+            if self.dead and settled == self.tasks:
                 os.kill(os.getpid(), signal.SIGINT)
                 return
 
     def _free(self, rank: int) -> bool:
         """Started, and no process holds its lock."""
-        path = self.job.running_lock(rank)
+        path = self.job.running_lock(rank, self.stage)
         if not path.is_file():
             return False
         with lock_if_free(path) as holder:

@@ -5,9 +5,9 @@ SLURM nodes and Ray workers as it is) and reads the job from its job.json
 (:class:`~infoxlm.corpus.engine_job.EngineJob`) when it runs:
 
 * :class:`StageInputs` -- task I of N copies every N-th object named by a URL;
-* :class:`PrepareTask` -- task I of N prepares part I of N of the input into its own store,
-  holding its lock in ``running/`` meanwhile (so that the launcher tells a task that died from
-  one still running);
+* :class:`PrepareTask` -- task I of N prepares part I of N of the input into its own store;
+  both hold their lock in ``running/`` meanwhile (so that the launcher tells a task that died
+  from one still running);
 * :class:`MergeTasks` -- one task joins the N stores into the output store.
 
 datatrove writes each task's completion marker after the step returns, and only then: a task
@@ -39,7 +39,10 @@ class StageInputs(PipelineStep):
         self.work = work
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
-        for path in stage_share(EngineJob.load(self.work), rank, world_size):
+        job = EngineJob.load(self.work)
+        with exclusive_lock(job.running_lock(rank, "stage")):
+            copies = stage_share(job, rank, world_size)
+        for path in copies:
             logger.info(f"copied to {path}")
             self.stat_update("objects")
 
