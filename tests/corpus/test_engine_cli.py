@@ -31,7 +31,7 @@ def test_the_help_explains_the_executors_and_building_it_imports_no_engine():
     assert result.stdout.strip().endswith("[]")
     for flag in ("--executor {local,slurm,ray}", "--tasks N", "--workers W", "--logging-dir DIR", "--partition NAME",
                  "--time HH:MM:SS", "--cpus-per-task C", "--sbatch-arg KEY=VALUE", "--ray-address ADDR",
-                 "completion marker"):  # fmt: skip
+                 "runs only the tasks without one"):  # fmt: skip
         assert flag in result.stdout
 
 

@@ -31,11 +31,13 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     """The ``--executor`` group of ``prepare mono`` and ``prepare parallel``."""
     group = parser.add_argument_group(
         "on a distributed engine (datatrove; pip install 'infoxlm[datatrove]')",
-        "With --executor the input is prepared as --tasks parts (part I exactly `--shard I/N`), each by a "
-        "datatrove task into a store of its own under --logging-dir, then merged into --output: the same corpus "
-        "as one prepare, whatever N. A finished task leaves a completion marker; launching the same command "
-        "again runs only the tasks without one, then merges (a changed input, option or --tasks is refused). "
-        "Inputs may be fsspec URLs (s3://, gs://, hf://datasets/…, globs too), copied to --logging-dir by the tasks.",
+        # Broken by hand: the commands' RawDescriptionHelpFormatter keeps these lines as they are.
+        "With --executor the input is prepared as --tasks parts (part I exactly `--shard I/N`),\n"
+        "each by a datatrove task into a store of its own under --logging-dir, then merged into\n"
+        "--output: the same corpus as one prepare, whatever N. A finished task leaves a completion\n"
+        "marker; launching the same command again runs only the tasks without one, then merges (a\n"
+        "changed input, option or --tasks is refused). Inputs may be fsspec URLs (s3://, gs://,\n"
+        "hf://datasets/…, globs too), copied to --logging-dir by the tasks.",
     )
     group.add_argument(
         "--executor", choices=_EXECUTORS, help="run the tasks on this machine, as a SLURM array, or on Ray"
