@@ -242,9 +242,16 @@ def run_prepare_mono(args: argparse.Namespace) -> int:
         field=args.field,
         doc_field=args.doc_field,
     )
+    return _prepare("mono", arguments, args)
+
+
+def _prepare(kind: str, arguments: dict, args: argparse.Namespace) -> int:
+    """One prepare of ``arguments`` into ``--output`` (a shard of it with ``--shard``), or the
+    job of ``--executor``."""
     if args.executor is not None:
-        return run_on_engine("mono", arguments, args)
-    result = prepare_monolingual(
+        return run_on_engine(kind, arguments, args)
+    prepare = prepare_monolingual if kind == "mono" else prepare_parallel
+    result = prepare(
         **arguments,
         output=args.output,
         force=args.force,
@@ -277,18 +284,7 @@ def run_prepare_parallel(args: argparse.Namespace) -> int:
         skip_invalid=args.skip_invalid,
         dedup=args.dedup,
     )
-    if args.executor is not None:
-        return run_on_engine("parallel", arguments, args)
-    result = prepare_parallel(
-        **arguments,
-        output=args.output,
-        force=args.force,
-        show_progress=not args.no_progress,
-        shard=parse_shard(args.shard) if args.shard is not None else None,
-    )
-    print(result.summary())
-    _warn(result.warnings())
-    return 0
+    return _prepare("parallel", arguments, args)
 
 
 def run_prepare_merge(args: argparse.Namespace) -> int:
