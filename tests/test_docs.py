@@ -60,7 +60,7 @@ TOY_SCALE = [
     (r"--layer \d+", "--layer 1"),  # the toy models have 2 layers
 ]
 # Values for the shell variables that command lines use, so they parse.
-SHELL_VARIABLES = {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "16", "xz": "cc100/de.txt.xz", "lang": "de", "x": "de"}
+SHELL_VARIABLES = {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "16", "xz": "cc100/de.txt.xz", "lang": "de", "x": "de", "n": "64"}
 _MARKER = re.compile(r"<!--\s*docs-test:\s*(skip|slow)\s*(?:\((.*?)\))?\s*-->")
 
 

@@ -613,3 +613,16 @@ def test_a_tsv_header_row_is_never_trained_on_as_a_pair(tmp_path, xlmr, header):
     pair = prepare_parallel("en-de", xlmr, tmp_path / "store", tsv=tsv, show_progress=False)
     assert pair.meta["counts"]["pairs"] == 2
     assert decoded_lines(xlmr, TokenStore.open(tmp_path / "store").parallel["en-de"].src) == ["Hello.", "en"]
+
+
+@pytest.mark.parametrize("where", ["--input", "--src"])
+def test_a_url_without_an_executor_is_refused_saying_what_reads_it(tmp_path, capsys, where):
+    url = "s3://corpora/de.txt"
+    if where == "--input":
+        argv = ["prepare", "mono", "--lang", "de", "--input", url]
+    else:
+        argv = ["prepare", "parallel", "--pair", "en-de", "--src", url, "--tgt", "s3://corpora/en.txt"]
+    code = infoxlm_main([*argv, "--tokenizer", str(tmp_path), "--output", str(tmp_path / "S")])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.startswith(f"infoxlm: error: {url}: a URL; expected a local file for {where}")
+    assert "--executor local --tasks N" in err

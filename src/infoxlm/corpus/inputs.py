@@ -25,7 +25,7 @@ from typing import Any
 from infoxlm.corpus.text_files import COMPRESSION_SUFFIXES
 from infoxlm.errors import DataError
 
-__all__ = ["InputSource", "HubDataset", "input_source", "record_fields", "RECORD_KINDS"]
+__all__ = ["InputSource", "HubDataset", "input_source", "record_fields", "refuse_url", "RECORD_KINDS"]
 
 PathLike = str | Path
 
@@ -130,6 +130,7 @@ def input_source(spec: PathLike, flag: str, allow_tmx: bool = False) -> InputSou
     """
     if isinstance(spec, str) and spec.startswith(HF_PREFIX):
         return InputSource("hf", dataset=HubDataset.parse(spec))
+    refuse_url(spec, flag)
     path = Path(spec)
     if not path.exists():
         raise DataError(f"{path}: no such file or directory; expected {flag} to name an input")
@@ -145,6 +146,15 @@ def input_source(spec: PathLike, flag: str, allow_tmx: bool = False) -> InputSou
     if name.endswith(".tmx") and allow_tmx:
         return InputSource("tmx", path)
     return InputSource("text", path)
+
+
+def refuse_url(spec: PathLike, flag: str) -> None:
+    """A one-process prepare reads local files: an fsspec URL is refused, saying what reads it."""
+    if isinstance(spec, str) and "://" in spec:
+        raise DataError(
+            f"{spec}: a URL; expected a local file for {flag} (URLs are read by `infoxlm prepare … --executor "
+            "local --tasks N`, which copies them first)"
+        )
 
 
 def record_fields(sources: list[InputSource], field: str | None, doc_field: str | None = None) -> dict[str, str]:

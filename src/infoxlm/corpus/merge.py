@@ -68,8 +68,13 @@ class _Piece:
         return [p for p in self.corpus.path.iterdir() if p.suffix in (".u32", ".i64")]
 
 
-def merge_stores(output: PathLike, stores: Sequence[PathLike], *, show_progress: bool = True) -> list[PrepareResult]:
+def merge_stores(
+    output: PathLike, stores: Sequence[PathLike], *, show_progress: bool = True, replace: bool = False
+) -> list[PrepareResult]:
     """Write every corpus of ``stores`` into the store ``output``, shards joined.
+
+    ``replace``: a corpus ``output`` holds already is replaced (swapped in whole once the
+    merged one is complete, as a prepare replaces it) instead of refused.
 
     Raises:
         StoreError: a store that is missing, damaged or incomplete, or of another tokenizer
@@ -89,7 +94,7 @@ def merge_stores(output: PathLike, stores: Sequence[PathLike], *, show_progress:
                 groups.setdefault((kind, name), []).append(_Piece(root, corpus, corpus.meta.get("shard")))
     ordered = {key: _in_shard_order(f"{key[0]}/{key[1]}", pieces) for key, pieces in groups.items()}
     for kind, name in ordered:
-        if (output / kind / name).exists():
+        if not replace and (output / kind / name).exists():
             raise DataError(f"{output / kind / name}: exists; expected a store without the merged corpora (a new OUT)")
 
     total_bytes = sum(path.stat().st_size for pieces in ordered.values() for piece in pieces for path in piece.files)

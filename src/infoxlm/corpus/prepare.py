@@ -34,10 +34,10 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from infoxlm.corpus.inputs import InputSource, input_source, record_fields
+from infoxlm.corpus.inputs import InputSource, input_source, record_fields, refuse_url
 from infoxlm.corpus.languages import canonical_language, language_name, parse_language_pair
 from infoxlm.corpus.prepare_job import PrepareJob, PrepareResult
 from infoxlm.corpus.prepare_mono import write_monolingual
@@ -47,7 +47,7 @@ from infoxlm.corpus.text_files import DEFAULT_BLOCK_BYTES
 from infoxlm.errors import DataError
 from infoxlm.tokenizer import Tokenizer
 
-__all__ = ["DEFAULT_MAX_LINE_TOKENS", "prepare_monolingual", "prepare_parallel"]
+__all__ = ["DEFAULT_MAX_LINE_TOKENS", "monolingual_job", "parallel_job", "prepare_monolingual", "prepare_parallel"]
 
 PathLike = str | Path
 
@@ -92,6 +92,28 @@ def prepare_monolingual(
     of the inputs (see the module's docstring).
         StoreError: ``output`` was written with another tokenizer.
     """
+    job = monolingual_job(
+        language, inputs, tokenizer, output, max_line_tokens=max_line_tokens, skip_invalid=skip_invalid,
+        dedup=dedup, block_bytes=block_bytes, field=field, doc_field=doc_field, shard=shard,
+    )  # fmt: skip
+    return job.run(force, show_progress, write_monolingual)
+
+
+def monolingual_job(
+    language: str,
+    inputs: Sequence[PathLike],
+    tokenizer: Tokenizer | PathLike,
+    output: PathLike,
+    *,
+    max_line_tokens: int = DEFAULT_MAX_LINE_TOKENS,
+    skip_invalid: bool = False,
+    dedup: bool = False,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    field: str | None = None,
+    doc_field: str | None = None,
+    shard: tuple[int, int] | None = None,
+) -> PrepareJob:
+    """The job :func:`prepare_monolingual` runs, its arguments checked (nothing is written)."""
     language = canonical_language(language)
     sources = _input_sources(inputs)
     plan = None
@@ -100,7 +122,7 @@ def prepare_monolingual(
     job = PrepareJob("mono", language, sources, tokenizer, output, max_line_tokens, skip_invalid, block_bytes, dedup, plan)
     job.fields = record_fields(sources, field, doc_field)
     job.extra_meta = {"language": language, "language_name": language_name(language)}
-    return job.run(force, show_progress, write_monolingual)
+    return job
 
 
 def prepare_parallel(
@@ -146,6 +168,35 @@ def prepare_parallel(
     (a TSV file split as monolingual input is; two files by the same line ranges).
         StoreError: ``output`` was written with another tokenizer.
     """
+    job, write = parallel_job(
+        pair, tokenizer, output, src=src, tgt=tgt, tsv=tsv, input=input, tmx=tmx, src_field=src_field,
+        tgt_field=tgt_field, allow_non_english=allow_non_english, max_line_tokens=max_line_tokens,
+        skip_invalid=skip_invalid, dedup=dedup, block_bytes=block_bytes, shard=shard,
+    )  # fmt: skip
+    return job.run(force, show_progress, write)
+
+
+def parallel_job(
+    pair: str,
+    tokenizer: Tokenizer | PathLike,
+    output: PathLike,
+    *,
+    src: PathLike | None = None,
+    tgt: PathLike | None = None,
+    tsv: PathLike | None = None,
+    input: PathLike | None = None,
+    tmx: PathLike | None = None,
+    src_field: str | None = None,
+    tgt_field: str | None = None,
+    allow_non_english: bool = False,
+    max_line_tokens: int = DEFAULT_MAX_LINE_TOKENS,
+    skip_invalid: bool = False,
+    dedup: bool = False,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    shard: tuple[int, int] | None = None,
+) -> tuple[PrepareJob, Callable[..., None]]:
+    """The job :func:`prepare_parallel` runs and the writer of its input form, its arguments
+    checked (nothing is written)."""
     src_language, tgt_language = parse_language_pair(pair, allow_non_english)
     name = f"{src_language}-{tgt_language}"
     given = [flag for flag, value in (("--src/--tgt", src if src is not None else tgt), ("--tsv", tsv),
@@ -173,7 +224,7 @@ def prepare_parallel(
     if sources[0].has_records:
         job.fields = {"src_field": src_field or src_language, "tgt_field": tgt_field or tgt_language}
     job.extra_meta = {"languages": {"src": src_language, "tgt": tgt_language}, "format": form}
-    return job.run(force, show_progress, write)
+    return job, write
 
 
 def _text_only(sources: list[InputSource], shard: tuple[int, int], dedup: bool) -> list[InputSource]:
@@ -194,6 +245,8 @@ def _text_only(sources: list[InputSource], shard: tuple[int, int], dedup: bool) 
 
 def _text_sources(inputs: Sequence[PathLike], flag: str) -> list[InputSource]:
     """Text files, whatever their names (--src, --tgt, --tsv, --tmx)."""
+    for spec in inputs:
+        refuse_url(spec, flag)
     paths = [Path(p) for p in inputs]
     for path in paths:
         if not path.exists():

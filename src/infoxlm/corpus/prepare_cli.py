@@ -25,13 +25,19 @@ import json
 import sys
 from pathlib import Path
 
+from infoxlm.corpus.engine_cli import add_engine_options, run_on_engine
 from infoxlm.corpus.merge import merge_stores
 from infoxlm.corpus.prepare import DEFAULT_MAX_LINE_TOKENS, prepare_monolingual, prepare_parallel
 from infoxlm.data.sampling import SAMPLING_UNITS
 from infoxlm.corpus.shards import parse_shard
 from infoxlm.corpus.store_report import DEFAULT_ALPHA, DEFAULT_BLOCK_SIZE, format_report, store_report
 
-__all__ = ["add_prepare_commands"]
+__all__ = ["add_prepare_commands", "path_or_url"]
+
+
+def path_or_url(text: str) -> Path | str:
+    """A local path, or an fsspec URL kept as typed (``Path`` would fold ``s3://b`` into ``s3:/b``)."""
+    return text if "://" in text else Path(text)
 
 _INPUT_HELP = """\
 Input: UTF-8 text, one sentence or paragraph per line, plain or compressed (.gz, .xz,
@@ -76,8 +82,12 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
         "split by file; fewer by byte ranges at line starts (by line ranges when any is compressed; "
         "--src/--tgt always by line ranges). Text files only; not with --dedup",
     )  # fmt: skip
-    parser.add_argument("--force", action="store_true", help="prepare again even if the corpus is up to date")
+    parser.add_argument(
+        "--force", action="store_true",
+        help="prepare again even if the corpus is up to date (with --executor: every task again)",
+    )  # fmt: skip
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_engine_options(parser)
 
 
 def add_prepare_commands(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -138,9 +148,9 @@ def _add_parallel(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parallel.add_argument("--pair", required=True, help="SRC-TGT, e.g. en-de (--src is SRC, --tgt is TGT)")
-    parallel.add_argument("--src", type=Path, metavar="FILE", help="source-language side, one sentence per line")
-    parallel.add_argument("--tgt", type=Path, metavar="FILE", help="target-language side, line-aligned with --src")
-    parallel.add_argument("--tsv", type=Path, metavar="FILE", help="instead of --src/--tgt: source<TAB>target lines")
+    parallel.add_argument("--src", type=path_or_url, metavar="FILE", help="source-language side, one sentence per line")
+    parallel.add_argument("--tgt", type=path_or_url, metavar="FILE", help="target-language side, line-aligned with --src")
+    parallel.add_argument("--tsv", type=path_or_url, metavar="FILE", help="instead of --src/--tgt: source<TAB>target lines")
     parallel.add_argument(
         "--tmx", type=Path, metavar="FILE",
         help="instead: a TMX file; each <tu>'s <seg>s in the pair's languages, matched by primary "
@@ -222,18 +232,30 @@ def _add_merge(commands: argparse._SubParsersAction) -> None:
 
 
 def run_prepare_mono(args: argparse.Namespace) -> int:
-    result = prepare_monolingual(
-        args.lang,
-        args.input,
-        args.tokenizer,
-        args.output,
+    arguments = dict(
+        language=args.lang,
+        inputs=args.input,
+        tokenizer=args.tokenizer,
         max_line_tokens=args.max_line_tokens,
         skip_invalid=args.skip_invalid,
         dedup=args.dedup,
-        force=args.force,
-        show_progress=not args.no_progress,
         field=args.field,
         doc_field=args.doc_field,
+    )
+    return _prepare("mono", arguments, args)
+
+
+def _prepare(kind: str, arguments: dict, args: argparse.Namespace) -> int:
+    """One prepare of ``arguments`` into ``--output`` (a shard of it with ``--shard``), or the
+    job of ``--executor``."""
+    if args.executor is not None:
+        return run_on_engine(kind, arguments, args)
+    prepare = prepare_monolingual if kind == "mono" else prepare_parallel
+    result = prepare(
+        **arguments,
+        output=args.output,
+        force=args.force,
+        show_progress=not args.no_progress,
         shard=parse_shard(args.shard) if args.shard is not None else None,
     )
     print(result.summary())
@@ -247,10 +269,9 @@ def _warn(lines: list[str]) -> None:
 
 
 def run_prepare_parallel(args: argparse.Namespace) -> int:
-    result = prepare_parallel(
-        args.pair,
-        args.tokenizer,
-        args.output,
+    arguments = dict(
+        pair=args.pair,
+        tokenizer=args.tokenizer,
         src=args.src,
         tgt=args.tgt,
         tsv=args.tsv,
@@ -262,13 +283,8 @@ def run_prepare_parallel(args: argparse.Namespace) -> int:
         max_line_tokens=args.max_line_tokens,
         skip_invalid=args.skip_invalid,
         dedup=args.dedup,
-        force=args.force,
-        show_progress=not args.no_progress,
-        shard=parse_shard(args.shard) if args.shard is not None else None,
     )
-    print(result.summary())
-    _warn(result.warnings())
-    return 0
+    return _prepare("parallel", arguments, args)
 
 
 def run_prepare_merge(args: argparse.Namespace) -> int:

@@ -137,7 +137,9 @@ def write_tsv(job: PrepareJob, writer: CorpusWriter, progress: tqdm) -> None:
         blocks = read_tsv_pairs(job.paths[0], job.block_bytes, job.skip_invalid, languages)
     elif job.plan.parts:
         part = job.plan.parts[0]
-        blocks = read_tsv_pairs(part.path, job.block_bytes, job.skip_invalid, languages, **part.read_options())
+        # A part read from the middle numbers its lines from 1: its first line is no header.
+        headed = languages if part.starts_file else ()
+        blocks = read_tsv_pairs(part.path, job.block_bytes, job.skip_invalid, headed, **part.read_options())
     else:  # a shard whose part of the file is empty
         blocks = iter(())
     _write_pairs(job, writer, progress, blocks)
