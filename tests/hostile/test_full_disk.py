@@ -238,11 +238,11 @@ def test_eval_that_fills_the_disk_leaves_neither_the_json_nor_the_plot(tiny_mode
             raise enospc()
         return real_write_text(self, *args, **kwargs)
 
-    def plot(curves, path, title):
+    def plot(curves, path, title, **drawn):
         if filled_by == "png":
             Path(path).write_bytes(b"\x89PNG half")
             raise enospc()  # matplotlib's savefig passes write(2)'s error on, without a file name
-        return real_plot(curves, path, title)
+        return real_plot(curves, path, title, **drawn)
 
     monkeypatch.setattr(Path, "write_text", write_text)
     monkeypatch.setattr(infoxlm.eval.plots, "plot_layerwise", plot)
