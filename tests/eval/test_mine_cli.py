@@ -65,6 +65,12 @@ def test_the_vectors_go_once_the_tsv_is_written_and_kept_ones_are_reused(tiny_mo
     assert (corpora / "again.tsv").read_bytes() == (corpora / "mined.tsv").read_bytes()
 
 
+def test_a_run_directory_mines_with_its_checkpoint_and_contrast_layer(tiny_run, corpora, capsys):
+    assert mine(tiny_run, corpora, "--threshold", "0") == 0
+    assert "(run directory, checkpoint step 2), layer 2 (the contrast layer" in capsys.readouterr().out
+    assert (corpora / "mined.tsv").read_text(encoding="utf-8").count("\n") > 0
+
+
 def test_json_lines_and_compressed_text_mine_as_the_text_file(tiny_model_dir, corpora):
     (corpora / "de.jsonl").write_text("".join(json.dumps({"satz": s}) + "\n" for s in DE), encoding="utf-8")
     (corpora / "en.txt.gz").write_bytes(gzip.compress((corpora / "en.txt").read_bytes()))
