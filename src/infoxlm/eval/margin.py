@@ -121,6 +121,7 @@ def _knn_torch(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk: int, pr
         sims.append(top.values)
         ids.append(top.indices)
         _report(progress, start + len(block), len(queries))
+        del block  # before the next product, so that two blocks are never held at once
     return Neighbours(torch.cat(sims), torch.cat(ids))
 
 
@@ -170,6 +171,7 @@ def _knn_both_torch(src: torch.Tensor, trg: torch.Tensor, k_fwd: int, k_bwd: int
         columns = block.topk(min(k_bwd, len(block)), dim=0)  # (<=k_bwd, n_trg)
         bwd = _merge_best(bwd, columns.values.T, columns.indices.T + start, k_bwd)
         _report(progress, start + len(block), len(src))
+        del block  # before the next product, so that two blocks are never held at once
     return Neighbours(torch.cat(fwd_sims), torch.cat(fwd_ids)), Neighbours(*bwd)
 
 

@@ -12,7 +12,7 @@ up are where NLLB-style pipelines start (a pair whose cosine beats its neighbour
 by 6 %); ``threshold=0`` keeps every candidate with a positive margin, LASER's default.
 
 The search (:mod:`~infoxlm.eval.margin`) holds a block of ``rows × n`` similarities at a time,
-never ``n × n``: about 512 MiB of them on a CPU, 4 GiB on a GPU. Memory is that block, the
+never ``n × n``: about 256 MiB of them on a CPU, 4 GiB on a GPU. Memory is that block, the
 two sides' float32 vectors (``n × d × 4`` bytes each) and the texts.
 
 Example::
@@ -47,8 +47,10 @@ __all__ = ["DEFAULT_THRESHOLD", "MineOptions", "embed_side", "format_score", "mi
 
 # The margin NLLB-style mining pipelines start from: 6 % closer than the neighbourhoods' mean.
 DEFAULT_THRESHOLD = 1.06
-# Similarities held at once, (rows × the other side) float32 values: 512 MiB, or 4 GiB on a GPU.
-_BLOCK_VALUES = {"cpu": 1 << 27, "cuda": 1 << 30}
+# Similarities held at once, (rows × the other side) float32 values: 256 MiB, or 4 GiB on a GPU
+# (BENCHMARKS.md, margin k-NN: the peak memory at 10^5 × 10^5; products of these shapes keep
+# the CPU's rate).
+_BLOCK_VALUES = {"cpu": 1 << 26, "cuda": 1 << 30}
 
 
 @dataclass(frozen=True)
