@@ -1,6 +1,6 @@
 """How long the demo's mining row takes for one model, at the full demo's sizes.
 
-The row (demo/mining.py) reuses the split vectors the retrieval evaluation made, so its own
+The row (demo/mining_row.py) reuses the split vectors the retrieval evaluation made, so its own
 cost is embedding the monolingual sentences (as many per language as the held-out split has
 pairs, twice that many English ones, once per model) and mining 13 small sets twice. This
 times exactly that, with the shipped checkpoint (the demo models' size: 4 × 256) at layer 3,
@@ -21,7 +21,7 @@ import torch
 
 from infoxlm.demo import corpus
 from infoxlm.demo.checkpoint import checkpoint_dir
-from infoxlm.demo.mining import evaluate_mining
+from infoxlm.demo.mining_row import evaluate_mining
 from infoxlm.embedding import embed_layers
 from infoxlm.model.encoder import Encoder
 from infoxlm.model.fast_paths import FastPaths

@@ -9,7 +9,7 @@ One function, :func:`run_demo`, runs the whole experiment on the corpus shipped 
 3. export both as Hugging Face directories (``DIR/infoxlm``, ``DIR/no-xlco``);
 4. evaluate both: layer-wise Tatoeba-style retrieval (dev, test and the held-out Firefox
    split, both directions), mining (the held-out pairs hidden among monolingual text, BUCC's
-   construction: demo/mining.py) and zero-shot transfer of an English-trained classifier;
+   construction: demo/mining_row.py) and zero-shot transfer of an English-trained classifier;
 5. write ``results.json``, ``results.md`` and PNG plots, and return the results.
 
 With ``settings=PAPER`` (``infoxlm demo --setting paper``) step 1 uses the shipped
@@ -58,7 +58,7 @@ from ..train.loop import pretrain
 from ..train.presets import preset
 from . import corpus
 from .checkpoint import checkpoint_dir
-from .mining import evaluate_mining
+from .mining_row import evaluate_mining
 from .settings import FULL, PAPER, PAPER_QUICK, QUICK, Changes, DemoSettings
 from .tables import format_tables
 
@@ -329,7 +329,7 @@ def _tuning_split(settings: DemoSettings) -> str:
 
 def _mining(encoder, tokenizer, layer: int, retrieval_dirs: dict[str, Path], embedded: dict[str, dict],
             settings: DemoSettings) -> dict[str, Any]:
-    """The held-out pairs hidden among monolingual text, mined at ``layer`` (demo/mining.py)."""
+    """The held-out pairs hidden among monolingual text, mined at ``layer`` (demo/mining_row.py)."""
 
     def at_layer(split: str) -> dict:
         return {code: (*load_pairs(str(retrieval_dirs[split]), code), xx[layer], en[layer])

@@ -52,7 +52,7 @@ def _per_language_tables(results: dict[str, Any], names: list[str], splits: tupl
 
 
 def _mining_table(models: dict[str, Any], names: list[str]) -> list[str]:
-    """Mining F1 per language at each model's layer (demo/mining.py), where every model has it."""
+    """Mining F1 per language at each model's layer (demo/mining_row.py), where every model has it."""
     if not all(models[n].get("mining") for n in names):
         return []
     tuned_on = models[names[0]]["mining"]["tuned_on"]

@@ -9,7 +9,7 @@ import pytest
 
 from infoxlm.demo import corpus
 from infoxlm.demo.checkpoint import checkpoint_dir
-from infoxlm.demo.mining import distractors, evaluate_mining, mining_set, scores_at, tune_threshold
+from infoxlm.demo.mining_row import distractors, evaluate_mining, mining_set, scores_at, tune_threshold
 from infoxlm.demo.tables import _mining_table
 from infoxlm.embedding import embed_layers
 from infoxlm.model.encoder import Encoder
