@@ -123,7 +123,7 @@ def test_help_lists_only_working_commands():
     out = result.stdout.decode()
     listed = set(re.findall(r"^ {4}(\w+)", out.split("commands:")[1], flags=re.M))
     assert listed == {
-        "tokenizer", "prepare", "pretrain", "export", "eval", "finetune", "report", "embed", "bench", "demo"
+        "tokenizer", "prepare", "pretrain", "export", "eval", "mine", "finetune", "report", "embed", "bench", "demo"
     }
 
 

@@ -29,6 +29,7 @@ from .corpus.prepare_cli import add_prepare_commands
 from .demo.demo_cli import add_demo_command
 from .errors import InfoXLMError
 from .eval.eval_cli import add_eval_commands
+from .eval.mine_cli import add_mine_command
 from .eval.report_cli import add_report_command
 from .finetune.finetune_cli import add_finetune_commands
 from .outputs import atomic_file, check_output_file, full_disk_named
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_show_command(add_prepare_commands(commands))
     add_pretrain_commands(commands)
     add_eval_commands(commands)
+    add_mine_command(commands)
     add_finetune_commands(commands)
     add_report_command(commands)
     add_embed_command(commands)

@@ -130,6 +130,17 @@ def test_one_pass_gives_both_directions_of_the_separate_searches():
         torch.testing.assert_close(got.sims, alone.sims)
 
 
+@pytest.mark.parametrize("backend", ["torch"] + (["faiss"] if margin_module.faiss is not None else []))
+def test_the_search_reports_its_progress_up_to_all_of_it(backend):
+    rng = np.random.default_rng(3)
+    src, trg = unit_rows(rng.standard_normal((26, 8))), unit_rows(rng.standard_normal((19, 8)))
+    seen: list[float] = []
+    with_bar = neighbourhood(src, trg, MarginOptions(chunk=4, backend=backend), progress=seen.append)
+    without = neighbourhood(src, trg, MarginOptions(chunk=4, backend=backend))
+    assert seen == sorted(seen) and seen[-1] == pytest.approx(1.0) and len(seen) > 2
+    assert all(torch.equal(a.ids, b.ids) for a, b in zip(with_bar, without))
+
+
 @pytest.mark.skipif(margin_module.faiss is None, reason="faiss is not installed (the optional faiss extra)")
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_faiss_gives_the_torch_pairs(strategy):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from infoxlm import Encoder, Tokenizer
+from infoxlm.embedding import embed_layers
 from infoxlm.eval.retrieval import retrieval_accuracy
 from infoxlm.eval.tatoeba import EvalDataError, evaluate_tatoeba, load_pairs, resolve_languages
 
@@ -39,6 +40,16 @@ def test_identical_sentences_are_found_at_every_layer(tiny_model_dir, tmp_path):
     result = evaluate_tatoeba(encoder, tokenizer, str(tmp_path), ["deu"], [0, 1, 2])
     for k in (0, 1, 2):
         assert result["layers"][k]["languages"]["deu"] == {"xx2en": 100.0, "en2xx": 100.0, "n": 12}
+
+
+def test_the_vectors_scored_are_handed_back_when_asked_for(tiny_model_dir, tmp_path):
+    write_laser(tmp_path, "deu", TINY_TEXT["de"], TINY_TEXT["en"])
+    encoder, tokenizer = Encoder.from_pretrained(tiny_model_dir), Tokenizer.from_pretrained(tiny_model_dir)
+    vectors: dict = {}
+    evaluate_tatoeba(encoder, tokenizer, str(tmp_path), ["deu"], [1, 2], vectors=vectors)
+    xx, en = vectors["deu"]
+    assert sorted(xx) == sorted(en) == [1, 2] and xx[2].shape == (3, encoder.config.hidden_size)
+    np.testing.assert_array_equal(en[1], embed_layers(encoder, tokenizer, TINY_TEXT["en"], [1])[1])
 
 
 def test_english_that_several_files_hold_is_embedded_once_and_scores_as_alone(tiny_model_dir, tmp_path, monkeypatch):

@@ -8,7 +8,8 @@ One function, :func:`run_demo`, runs the whole experiment on the corpus shipped 
    MMLM + TLM + XLCO (InfoXLM) and without XLCO (the paper's −XLCO ablation);
 3. export both as Hugging Face directories (``DIR/infoxlm``, ``DIR/no-xlco``);
 4. evaluate both: layer-wise Tatoeba-style retrieval (dev, test and the held-out Firefox
-   split, both directions) and zero-shot transfer of an English-trained classifier;
+   split, both directions), mining (the held-out pairs hidden among monolingual text, BUCC's
+   construction: demo/mining_row.py) and zero-shot transfer of an English-trained classifier;
 5. write ``results.json``, ``results.md`` and PNG plots, and return the results.
 
 With ``settings=PAPER`` (``infoxlm demo --setting paper``) step 1 uses the shipped
@@ -44,7 +45,7 @@ from ..embedding import embed_layers
 from ..errors import InfoXLMError
 from ..json_files import CONFIG_BYTES, read_json
 from ..eval.plots import plot_layerwise, plot_losses
-from ..eval.tatoeba import evaluate_tatoeba, resolve_languages
+from ..eval.tatoeba import evaluate_tatoeba, load_pairs, resolve_languages
 from ..model.encoder import Encoder
 from ..model.fast_paths import FastPaths
 from ..model.hub import read_contrast_layer
@@ -58,6 +59,7 @@ from ..train.loop import pretrain
 from ..train.presets import preset
 from . import corpus
 from .checkpoint import checkpoint_dir
+from .mining_row import evaluate_mining
 from .settings import FULL, PAPER, PAPER_QUICK, QUICK, Changes, DemoSettings
 from .tables import format_tables
 
@@ -123,7 +125,7 @@ def run_demo(
         models[name] = {"label": label, "path": str(hf_dir), "run": str(run_dir), "pretrain_seconds": time.perf_counter() - t}
 
     t = time.perf_counter()
-    log("[demo] evaluating retrieval and transfer …")
+    log("[demo] evaluating retrieval, mining and transfer …")
     retrieval_dirs = {split: _retrieval_files(work / "retrieval" / split, split, settings) for split in settings.splits}
     for name, model in models.items():
         model.update(_evaluate(Path(model["path"]), retrieval_dirs, settings, seed))
@@ -132,6 +134,7 @@ def run_demo(
         start = {"label": "Starting point (MMLM only)", "path": str(checkpoint_dir())}
         models[START] = start | _evaluate(checkpoint_dir(), retrieval_dirs, settings, seed)
     timings["evaluate"] = time.perf_counter() - t
+    timings["mining"] = sum(m.pop("mining_seconds") for m in models.values())  # a part of evaluate
 
     results = {
         "settings": {**settings.fingerprint(), "seed": seed},
@@ -297,9 +300,11 @@ def _evaluate(model_dir: Path, retrieval_dirs: dict[str, Path], settings: DemoSe
     tokenizer = Tokenizer.from_pretrained(model_dir)
     layers = list(range(encoder.num_layers + 1))  # 0 = embeddings … L = last layer
     retrieval = {}
+    # The vectors of the splits the mining row reuses: {split: {code: (xx, en by layer)}}.
+    embedded: dict[str, dict] = {split: {} for split in (_tuning_split(settings), "heldout") if split in retrieval_dirs}
     for split, folder in retrieval_dirs.items():
         codes = resolve_languages(None, str(folder))
-        retrieval[split] = evaluate_tatoeba(encoder, tokenizer, str(folder), codes, layers)["layers"]
+        retrieval[split] = evaluate_tatoeba(encoder, tokenizer, str(folder), codes, layers, vectors=embedded.get(split))["layers"]
     # The layer for the tables and the classifier: best on dev (both directions), never test;
     # without a dev split, the one `infoxlm eval tatoeba` reads by default (the universal layer).
     if "dev" in retrieval:
@@ -307,11 +312,32 @@ def _evaluate(model_dir: Path, retrieval_dirs: dict[str, Path], settings: DemoSe
         layer = max(layers, key=lambda k: (sum(dev[k]["average"].values()), k))
     else:
         layer = default_layer(encoder.num_layers, read_contrast_layer(model_dir))[0]
+    started = time.perf_counter()
+    mining = _mining(encoder, tokenizer, layer, retrieval_dirs, embedded, settings) if len(embedded) == 2 else None
     return {
         "layer": layer,
         "retrieval": retrieval,
+        "mining": mining,
+        "mining_seconds": time.perf_counter() - started,
         "classification": _transfer(encoder, tokenizer, layer, settings, seed),
     }
+
+
+def _tuning_split(settings: DemoSettings) -> str:
+    """Where the mining row's thresholds are tuned: dev, else test (never the held-out split)."""
+    return "dev" if "dev" in settings.splits else "test"
+
+
+def _mining(encoder, tokenizer, layer: int, retrieval_dirs: dict[str, Path], embedded: dict[str, dict],
+            settings: DemoSettings) -> dict[str, Any]:
+    """The held-out pairs hidden among monolingual text, mined at ``layer`` (demo/mining_row.py)."""
+
+    def at_layer(split: str) -> dict:
+        return {code: (*load_pairs(str(retrieval_dirs[split]), code), xx[layer], en[layer])
+                for code, (xx, en) in embedded[split].items()}
+
+    tune = _tuning_split(settings)
+    return evaluate_mining(encoder, tokenizer, layer, at_layer(tune), at_layer("heldout"), tune)
 
 
 def _transfer(encoder, tokenizer, layer: int, settings: DemoSettings, seed: int) -> dict[str, Any]:
@@ -384,6 +410,10 @@ def _summary(models: dict[str, dict[str, Any]], splits: Sequence[str]) -> dict[s
         summary[split] = {
             name: {"layer": m["layer"], **m["retrieval"][split][m["layer"]]["average"]} for name, m in models.items()
         }
+    summary["mining"] = {
+        name: {"layer": m["mining"]["layer"], "tuned_on": m["mining"]["tuned_on"], **m["mining"]["average"]}
+        for name, m in models.items() if m.get("mining")
+    }
     summary["classification"] = {
         name: {k: m["classification"][k] for k in ("layer", "average_others", "transfer_gap")}
         | {"en": m["classification"]["accuracy"]["en"]}

@@ -46,8 +46,25 @@ def _per_language_tables(results: dict[str, Any], names: list[str], splits: tupl
                     cells.append(f"{value[direction]:.1f}")
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+    lines += _mining_table(models, names)
     lines += _transfer_table(models, names)
     return "\n".join(lines) + "\n"
+
+
+def _mining_table(models: dict[str, Any], names: list[str]) -> list[str]:
+    """Mining F1 per language at each model's layer (demo/mining_row.py), where every model has it."""
+    if not all(models[n].get("mining") for n in names):
+        return []
+    tuned_on = models[names[0]]["mining"]["tuned_on"]
+    layers = ", ".join(f"{models[n]['label']} layer {models[n]['mining']['layer']}" for n in names)
+    lines = [f"Mining F1 (%), held-out pairs hidden among monolingual text (BUCC's construction; ratio margin, k = 4,",
+             f"threshold tuned on {tuned_on}; {layers})", ""]
+    header = ["lang"] + [models[n]["label"] for n in names]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for code in models[names[0]]["mining"]["languages"]:
+        lines.append("| " + " | ".join([code] + [f"{models[n]['mining']['languages'][code]['f1']:.1f}" for n in names]) + " |")
+    lines.append("| " + " | ".join(["**average**"] + [f"{models[n]['mining']['average']['f1']:.1f}" for n in names]) + " |")
+    return lines + [""]
 
 
 def _transfer_table(models: dict[str, Any], names: list[str]) -> list[str]:

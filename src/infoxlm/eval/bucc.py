@@ -74,21 +74,31 @@ def id_candidates(split: BuccSplit, mined: MinedPairs, src_texts: Sequence[str],
 
 
 def tune_threshold(candidates: Candidates, gold: frozenset[tuple[str, str]]) -> float:
-    """The score threshold that maximises F1 against ``gold`` (LASER's ``BuccOptimize``): best
-    score first, F1 of each prefix; at the first highest, the midpoint of its score and the
-    next one's (the last candidate's own score when it is the last). 0 when none is gold."""
+    """The score threshold that maximises F1 of ``candidates`` against ``gold`` (LASER's
+    ``BuccOptimize``, :func:`best_f1_threshold`)."""
     keys = list(candidates)
     scores = np.fromiter((candidates[k] for k in keys), dtype=np.float64, count=len(keys))
+    is_gold = np.fromiter((k in gold for k in keys), dtype=bool, count=len(keys))
+    return best_f1_threshold(scores, is_gold, len(gold))
+
+
+def best_f1_threshold(scores: np.ndarray, is_gold: np.ndarray, n_gold: int) -> float:
+    """LASER's ``BuccOptimize`` on candidates' scores (m,) and whether each is gold (m,): best
+    score first, F1 of each prefix against ``n_gold`` pairs; at the first highest, the midpoint
+    of its score and the next one's (its own when it is the last). 0 when none is gold.
+
+    >>> best_f1_threshold(np.array([3.0, 2.0, 1.0]), np.array([True, True, False]), 2)
+    1.5
+    """
     order = np.argsort(-scores, kind="stable")
-    correct = np.cumsum([keys[i] in gold for i in order])  # (n,) gold pairs among the first i+1
+    correct = np.cumsum(is_gold[order])  # (m,) gold pairs among the first i+1
     if len(correct) == 0 or correct[-1] == 0:
         return 0.0
-    extracted = np.arange(1, len(order) + 1)
-    precision, recall = correct / extracted, correct / len(gold)
+    precision, recall = correct / np.arange(1, len(order) + 1), correct / n_gold
     with np.errstate(invalid="ignore", divide="ignore"):
         f1 = np.where(correct > 0, 2 * precision * recall / (precision + recall), 0.0)
     best = int(np.argmax(f1))  # the first prefix with the highest F1, as LASER's strict ">"
-    following = scores[order[best + 1]] if best + 1 < len(order) else scores[order[best]]
+    following = scores[order[min(best + 1, len(order) - 1)]]
     return float((scores[order[best]] + following) / 2)
 
 

@@ -18,7 +18,7 @@ deduplicate first with :func:`unique_texts`, as LASER's ``--unify`` does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -31,6 +31,8 @@ except ImportError:
 MARGINS = ("ratio", "distance", "absolute")
 STRATEGIES = ("max", "fwd", "bwd", "intersect")
 BACKENDS = ("auto", "torch", "faiss")
+# Told the fraction of the search done, in (0, 1], after each block of rows (a progress bar).
+Progress = Callable[[float], None]
 
 
 @dataclass(frozen=True)
@@ -106,17 +108,24 @@ def _use_faiss(backend: str, keys: torch.Tensor) -> bool:
     return backend == "faiss" or (backend == "auto" and faiss is not None and keys.device.type == "cpu")
 
 
-def _knn_torch(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk: int) -> Neighbours:
+def _report(progress: Progress | None, done: int, total: int) -> None:
+    if progress is not None:
+        progress(done / total)
+
+
+def _knn_torch(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk: int, progress: Progress | None = None) -> Neighbours:
     sims, ids = [], []
     for start in range(0, len(queries), chunk):
         block = queries[start : start + chunk] @ keys.T  # (chunk, n_keys): the only large temporary
         top = block.topk(k, dim=1)
         sims.append(top.values)
         ids.append(top.indices)
+        _report(progress, start + len(block), len(queries))
+        del block  # before the next product, so that two blocks are never held at once
     return Neighbours(torch.cat(sims), torch.cat(ids))
 
 
-def _knn_faiss(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk: int) -> Neighbours:
+def _knn_faiss(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk: int, progress: Progress | None = None) -> Neighbours:
     index = faiss.IndexFlatIP(keys.shape[1])  # exact inner product = cosine on unit rows
     index.add(np.ascontiguousarray(keys.cpu().numpy()))
     sims, ids = [], []
@@ -124,17 +133,19 @@ def _knn_faiss(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk: int) ->
         values, indices = index.search(np.ascontiguousarray(queries[start : start + chunk].cpu().numpy()), k)
         sims.append(torch.from_numpy(values))
         ids.append(torch.from_numpy(indices).long())
+        _report(progress, start + len(values), len(queries))
     return Neighbours(torch.cat(sims).to(queries.device), torch.cat(ids).to(queries.device))
 
 
-def cosine_knn(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk: int = 4096, backend: str = "auto") -> Neighbours:
+def cosine_knn(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk: int = 4096, backend: str = "auto",
+               progress: Progress | None = None) -> Neighbours:
     """The k nearest keys of each query by cosine, for unit rows (n_q, d), (n_k, d) → (n_q, k)."""
     if queries.shape[1] != keys.shape[1]:
         raise ValueError(f"vectors of one width expected, got {queries.shape[1]} and {keys.shape[1]}")
     if not 1 <= k <= len(keys):
         raise ValueError(f"k must be between 1 and the {len(keys)} keys, got {k}")
     search = _knn_faiss if _use_faiss(backend, keys) else _knn_torch
-    return search(queries, keys, k, chunk)
+    return search(queries, keys, k, chunk, progress)
 
 
 def _merge_best(best: tuple[torch.Tensor, torch.Tensor] | None, sims: torch.Tensor, ids: torch.Tensor,
@@ -147,7 +158,7 @@ def _merge_best(best: tuple[torch.Tensor, torch.Tensor] | None, sims: torch.Tens
 
 
 def _knn_both_torch(src: torch.Tensor, trg: torch.Tensor, k_fwd: int, k_bwd: int,
-                    chunk: int) -> tuple[Neighbours, Neighbours]:
+                    chunk: int, progress: Progress | None = None) -> tuple[Neighbours, Neighbours]:
     """Both directions from one pass over the similarities: each (chunk, n_trg) block gives its
     rows' forward neighbours and candidates for every target's backward ones, so the n²·d
     product is paid once, not twice."""
@@ -159,19 +170,27 @@ def _knn_both_torch(src: torch.Tensor, trg: torch.Tensor, k_fwd: int, k_bwd: int
         fwd_ids.append(rows.indices)
         columns = block.topk(min(k_bwd, len(block)), dim=0)  # (<=k_bwd, n_trg)
         bwd = _merge_best(bwd, columns.values.T, columns.indices.T + start, k_bwd)
+        _report(progress, start + len(block), len(src))
+        del block  # before the next product, so that two blocks are never held at once
     return Neighbours(torch.cat(fwd_sims), torch.cat(fwd_ids)), Neighbours(*bwd)
 
 
-def neighbourhood(src: torch.Tensor, trg: torch.Tensor, options: MarginOptions) -> tuple[Neighbours, Neighbours]:
+def neighbourhood(src: torch.Tensor, trg: torch.Tensor, options: MarginOptions,
+                  progress: Progress | None = None) -> tuple[Neighbours, Neighbours]:
     """Forward (source → target) and backward (target → source) neighbours of unit rows.
 
-    k is clamped to the size of the set searched, as LASER's ``min(n, k)``.
+    k is clamped to the size of the set searched, as LASER's ``min(n, k)``. ``progress`` is
+    told the fraction of the search done after each block.
     """
     k_fwd, k_bwd = min(options.k, len(trg)), min(options.k, len(src))
     if not _use_faiss(options.backend, trg):
-        return _knn_both_torch(src, trg, k_fwd, k_bwd, options.chunk)
-    fwd = cosine_knn(src, trg, k_fwd, options.chunk, options.backend)
-    bwd = cosine_knn(trg, src, k_bwd, options.chunk, options.backend)
+        return _knn_both_torch(src, trg, k_fwd, k_bwd, options.chunk, progress)
+    # Two searches, each half of the work: the bar's first half is the forward one.
+    n = len(src) + len(trg)
+    fwd = cosine_knn(src, trg, k_fwd, options.chunk, options.backend,
+                     None if progress is None else lambda f: progress(f * len(src) / n))
+    bwd = cosine_knn(trg, src, k_bwd, options.chunk, options.backend,
+                     None if progress is None else lambda f: progress((len(src) + f * len(trg)) / n))
     return fwd, bwd
 
 

@@ -112,9 +112,12 @@ def evaluate_tatoeba(
     batch_size: int = 64,
     max_length: int = 512,
     progress: bool = False,
+    vectors: dict | None = None,
 ) -> dict:
     """Top-1 accuracy per language, both directions, at each layer. An English sentence that
     several languages' files hold (a multi-parallel set) is embedded once for all of them.
+    ``vectors``, if given, receives what was embedded, for a caller that scores the same
+    sentences again (the demo mines them): ``{code: (xx {layer: (n, d)}, en {layer: (n, d)})}``.
 
     Returns {"pooling", "layers": {layer: {"layer", "pooling", "languages": {code: {"xx2en",
     "en2xx", "n"}}, "average": {"xx2en", "en2xx"}}}, "cut_lines": {file: lines cut before
@@ -135,6 +138,8 @@ def evaluate_tatoeba(
         en_vectors = _english_vectors(encoder, tokenizer, en, layers, shared_rows, shared, desc=f"{pair}: eng", **kwargs)
         for k in layers:
             per_layer[k][code] = {**retrieval_accuracy(xx_vectors[k], en_vectors[k]), "n": len(xx)}
+        if vectors is not None:
+            vectors[code] = (xx_vectors, en_vectors)
     result = {"pooling": pooling, "layers": {}, "cut_lines": cut_lines}
     for k, scores in per_layer.items():
         average = {d: float(np.mean([s[d] for s in scores.values()])) for d in ("xx2en", "en2xx")}
