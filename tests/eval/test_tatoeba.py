@@ -217,3 +217,30 @@ def test_layer_all_prints_every_layers_average_and_the_bars_say_what_they_embed(
     for label in ("deu-eng (1/2): deu", "rus-eng (2/2): rus", "eng (shared)"):
         assert label in captured.err, captured.err
     assert "embedding:" not in captured.err
+
+
+def test_your_own_pairs_as_a_tsv_or_two_files_score_as_the_laser_layout_does(tiny_model_dir, tatoeba, tmp_path, capsys):
+    import json
+
+    from infoxlm.cli import main
+
+    common = ["eval", "tatoeba", "--model", str(tiny_model_dir), "--no-progress", "--device", "cpu"]
+    assert main([*common, "--data", str(tatoeba), "--output", str(tmp_path / "laser.json")]) == 0
+    de, en = (tatoeba / "tatoeba.deu-eng.deu").read_text(), (tatoeba / "tatoeba.deu-eng.eng").read_text()
+    (tmp_path / "pairs.tsv").write_text("de\ten\n" + "".join(f"{a}\t{b}\n" for a, b in zip(de.splitlines(), en.splitlines())))
+    (tmp_path / "de.txt").write_text(de)
+    (tmp_path / "en.txt").write_text(en)
+    assert main([*common, "--data", str(tmp_path / "pairs.tsv"), "--langs", "de", "--output", str(tmp_path / "tsv.json")]) == 0
+    assert main([*common, "--src", str(tmp_path / "de.txt"), "--tgt", str(tmp_path / "en.txt"), "--output", str(tmp_path / "two.json")]) == 0
+    scores = [json.loads((tmp_path / f"{name}.json").read_text())["languages"] for name in ("laser", "tsv", "two")]
+    assert scores[0] == scores[1] == scores[2] and set(scores[0]) == {"deu"}  # the header row is no pair
+    capsys.readouterr()
+    for argv, message in [
+        (["--data", str(tmp_path / "tatoeb")], f"{tmp_path / 'tatoeb'}: no such file or directory; expected a directory of LASER"),
+        (["--data", str(tmp_path / "pairs.tsv")], "pairs: not a language code; name the pairs' language with --langs"),
+        (["--src", str(tmp_path / "de.txt")], "give --data, or --src and --tgt"),
+        (["--src", str(tmp_path / "de.txt"), "--tgt", str(tmp_path / "nope.txt")], f"{tmp_path / 'nope.txt'}: missing"),
+    ]:
+        assert main([*common, *argv, "--output", str(tmp_path / "x.json")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err, err

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..cli_args import add_model_arguments
+from ..errors import InfoXLMError
 from .bucc_cli import add_bucc_command
 from .embedding_eval import LayerChoice, add_layer_arguments, print_cut_lines, print_layer_table, requested_layer
 from .mlqa_cli import add_mlqa_score_command
@@ -40,12 +42,19 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
             "directory of `infoxlm pretrain` (its latest checkpoint, or --step N).\n\n"
             "examples:\n"
             "  infoxlm eval tatoeba --model my-model --data tatoeba/ --langs paper14 --layer 8 --output t.json\n"
-            "  infoxlm eval tatoeba --model my-model --data hf:xtreme --langs xtreme36 --layer all --output t.json"
+            "  infoxlm eval tatoeba --model my-model --data hf:xtreme --langs xtreme36 --layer all --output t.json\n"
+            "  infoxlm eval tatoeba --model my-model --data pairs.tsv --langs de --output t.json\n"
+            "  infoxlm eval tatoeba --model my-model --src de.txt --tgt en.txt --output t.json"
         ),
     )
     add_model_arguments(t)
-    t.add_argument("--data", required=True, help="directory of LASER files tatoeba.xxx-eng.{xxx,eng}, or hf:xtreme")
-    t.add_argument("--langs", nargs="+", default=None, help="codes (de or deu) or presets paper14, xtreme36 (default: all in --data)")
+    t.add_argument("--data", default=None,
+                   help="directory of LASER files tatoeba.xxx-eng.{xxx,eng}, hf:xtreme, or a TSV file of xx<TAB>en lines")
+    t.add_argument("--src", type=Path, default=None, help="with --tgt: your own pairs, line i of SRC translating line i of TGT (English)")
+    t.add_argument("--tgt", type=Path, default=None, help="the English side of --src")
+    t.add_argument("--langs", nargs="+", default=None,
+                   help="codes (de or deu) or presets paper14, xtreme36 (default: all in --data; for a TSV or --src, "
+                        "the language of its file name)")
     add_layer_arguments(t, "hidden_states index, or 'all' (default: XTREME's layer, see above)")
     t.set_defaults(func=run_eval_tatoeba)
     add_bucc_command(sub)
@@ -59,6 +68,10 @@ def run_eval_tatoeba(args: argparse.Namespace) -> int:
     # The outputs, --layer and the data are checked before the model is opened (a run's
     # checkpoint is read then), the layer against the model's depth before any weight is loaded.
     requested = requested_layer(args)
+    if (args.src is None) != (args.tgt is None) or (args.src is not None) == (args.data is not None):
+        raise InfoXLMError("eval tatoeba: give --data, or --src and --tgt (two line-aligned files)")
+    if args.src is not None:
+        args.data = (args.src, args.tgt)
     languages = resolve_languages(args.langs, args.data)
     with open_model(args.model, args.step) as model:
         return _eval_tatoeba(args, model, languages, LayerChoice.of(model, requested, args.pooling))

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..embedding import embed_layers
 from ..corpus.inputs import HubDataset
+from ..corpus.parallel_text import is_header
 from ..corpus.record_files import load_hub_dataset
 from ..errors import EvalDataError
 from ..model.encoder import Encoder
@@ -58,15 +59,23 @@ def tatoeba_code(language: str) -> str:
     raise EvalDataError(f"language {language!r}: expected an ISO 639-1 code with a Tatoeba file code or a 3-letter code")
 
 
-def resolve_languages(requested: Sequence[str] | None, data: str) -> list[str]:
+def resolve_languages(requested: Sequence[str] | None, data: str | tuple[Path, Path]) -> list[str]:
     """3-letter codes to evaluate: presets (paper14, xtreme36), codes, or (default) every
-    language that has files in ``data``."""
+    language that has files in ``data``. Pairs of one language (a TSV file, or two line-aligned
+    files ``data = (xx file, English file)``) take ``requested``'s one code, else the xx file's
+    name (``de.txt``: deu)."""
+    if not isinstance(data, str) or Path(data).is_file():
+        return [_one_language(requested, data)]
     if not requested:
         if data.startswith("hf:"):
             return [TATOEBA_CODES[x] for x in XTREME_36]
+        if not Path(data).is_dir():
+            raise EvalDataError(f"{data}: no such file or directory; expected a directory of LASER files "
+                                "(tatoeba.xxx-eng.xxx and .eng), a TSV file of xx<TAB>en lines, or hf:NAME")
         found = sorted({p.name.split(".")[1].split("-")[0] for p in Path(data).glob("tatoeba.*-eng.eng")})
         if not found:
-            raise EvalDataError(f"{data}: no tatoeba.xxx-eng.eng files; expected LASER-format Tatoeba data")
+            raise EvalDataError(f"{data}: a directory without tatoeba.xxx-eng.eng files; expected LASER-format "
+                                "Tatoeba data (or give a TSV file, or --src and --tgt)")
         return found
     codes: list[str] = []
     for item in requested:
@@ -77,20 +86,51 @@ def resolve_languages(requested: Sequence[str] | None, data: str) -> list[str]:
     return codes
 
 
+def _one_language(requested: Sequence[str] | None, data: str | tuple[Path, Path]) -> str:
+    """The language of a one-language pair input: ``--langs`` (one code), else the xx file's name."""
+    if requested:
+        if len(requested) != 1 or requested[0] in PRESETS:
+            raise EvalDataError(f"--langs {' '.join(requested)}: a TSV file or --src/--tgt holds one language; name it alone")
+        return tatoeba_code(requested[0])
+    name = (Path(data) if isinstance(data, str) else data[0]).name.split(".")[0]
+    try:
+        return tatoeba_code(name)
+    except EvalDataError:
+        raise EvalDataError(f"{name}: not a language code; name the pairs' language with --langs (de or deu)") from None
+
+
 def load_pairs(
-    data: str, code: str, max_length: int = 512, cut_lines: dict[str, int] | None = None
+    data: str | tuple[Path, Path], code: str, max_length: int = 512, cut_lines: dict[str, int] | None = None
 ) -> tuple[list[str], list[str]]:
-    """(xx sentences, English sentences), aligned line by line; ``cut_lines`` (if given)
-    receives ``{file: lines cut}`` for files with lines longer than ``max_length`` tokens can reach."""
-    if data.startswith("hf:"):
+    """(xx sentences, English sentences), aligned line by line, from ``data``: a directory of
+    LASER files, ``hf:NAME``, a TSV file (``xx<TAB>en`` lines; a first line naming the columns
+    is passed over) or two line-aligned files. ``cut_lines`` (if given) receives ``{file: lines
+    cut}`` for files with lines longer than ``max_length`` tokens can reach."""
+    if isinstance(data, tuple):
+        xx_path, en_path = data
+    elif data.startswith("hf:"):
         return _load_hf(data[3:], code)
-    folder = Path(data)
-    xx_path = folder / f"tatoeba.{code}-eng.{code}"
-    en_path = folder / f"tatoeba.{code}-eng.eng"
-    expected = "a LASER file of one sentence a line, line i translating line i of its twin"
+    elif Path(data).is_file():
+        return _tsv_pairs(Path(data), code, cut_lines, max_length)
+    else:
+        xx_path, en_path = Path(data) / f"tatoeba.{code}-eng.{code}", Path(data) / f"tatoeba.{code}-eng.eng"
+    expected = "a file of one sentence a line, line i translating line i of its twin"
     xx, en = read_lines(xx_path, expected, cut_lines, max_length), read_lines(en_path, expected, cut_lines, max_length)
     if len(xx) != len(en):
         raise EvalDataError(f"{xx_path} has {len(xx)} lines but {en_path} has {len(en)}; expected aligned files")
+    return xx, en
+
+
+def _tsv_pairs(path: Path, code: str, cut_lines: dict[str, int] | None, max_length: int) -> tuple[list[str], list[str]]:
+    lines = read_lines(path, "a TSV file of xx<TAB>en lines", cut_lines, max_length)
+    first = 2 if lines and is_header(lines[0], (code, "eng", "en", code[:2])) else 1
+    xx, en = [], []
+    for number, line in enumerate(lines[first - 1 :], start=first):
+        columns = line.split("\t")
+        if len(columns) != 2:
+            raise EvalDataError(f"{path}:{number}: {len(columns)} tab-separated columns; expected 2 (xx<TAB>en)")
+        xx.append(columns[0])
+        en.append(columns[1])
     return xx, en
 
 
@@ -104,7 +144,7 @@ def _load_hf(name: str, code: str) -> tuple[list[str], list[str]]:
 def evaluate_tatoeba(
     encoder: Encoder,
     tokenizer: Tokenizer,
-    data: str,
+    data: str | tuple[Path, Path],
     languages: Sequence[str],
     layers: Sequence[int],
     *,
