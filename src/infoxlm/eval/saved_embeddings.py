@@ -36,7 +36,7 @@ import torch
 
 from .. import interrupt
 from ..errors import InfoXLMError
-from ..outputs import atomic_file, full_disk_named
+from ..outputs import full_disk_named, write_text_atomically
 
 __all__ = ["DTYPES", "FORMAT", "SavedEmbeddings", "check_embeddings_dir"]
 
@@ -88,8 +88,8 @@ class SavedEmbeddings:
             return cls(path, record, done, None)
         reason = None if found is None else _difference(found, record)
         directory.mkdir(parents=True, exist_ok=True)
-        with atomic_file(meta) as tmp:  # the record first: vectors never lie beside another's record
-            tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        # The record first: vectors never lie beside another's record.
+        write_text_atomically(meta, json.dumps(record, indent=2) + "\n")
         with full_disk_named(path):
             path.write_bytes(b"")
         return cls(path, record, 0, reason)

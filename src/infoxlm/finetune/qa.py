@@ -31,7 +31,7 @@ from ..eval.mlqa_data import (
     MLQA_LANGUAGES, MLQADataError, QAExample, find_mlqa_file, misplaced_answers, parse_squad, read_json, read_squad,
 )
 from ..eval.mlqa_metric import score_mlqa
-from ..outputs import atomic_file
+from ..outputs import write_text_atomically
 from ..tokenizer import Tokenizer
 from . import defaults, xtreme_defaults
 from .heads import SpanExtractor, save_task_model
@@ -163,8 +163,7 @@ def finetune_mlqa_once(
     scores: dict[tuple[str, str], dict[str, float]] = {}
     for (c, q), data in tests.items():
         predictions = predict(model, tokenizer, data.examples, desc=f"test {c}/{q}", **kwargs)
-        with atomic_file(predictions_dir / data.path.name) as tmp:
-            tmp.write_text(json.dumps(predictions, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        write_text_atomically(predictions_dir / data.path.name, json.dumps(predictions, ensure_ascii=False, indent=1) + "\n")
         scores[c, q] = score(data, predictions, c)
     if save_model:
         save_task_model(model, output / "model", tokenizer)

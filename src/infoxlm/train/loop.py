@@ -28,7 +28,7 @@ from .. import interrupt
 from ..data.pipeline import DataPipeline
 from ..data.store import TokenStore
 from ..export.model_card import DATA_SUMMARY_NAME, data_summary, write_model_card
-from ..outputs import atomic_dir, atomic_file, check_output_dir, is_run_directory
+from ..outputs import atomic_dir, check_output_dir, is_run_directory, write_text_atomically
 from ..tokenizer import Tokenizer
 from .checkpoint import CheckpointWriter, checkpoint_path, last_good_checkpoint, list_checkpoints, refuse_non_finite
 from .config import TrainConfig, resolve_config
@@ -171,8 +171,7 @@ class Trainer:
             (STORE_IDENTITY_FILE, json.dumps(self.store_identity, indent=2, sort_keys=True)),
             (DATA_SUMMARY_NAME, json.dumps(summary, indent=2)),
         ):
-            with atomic_file(self.run_dir / name) as tmp:
-                tmp.write_text(text + "\n")
+            write_text_atomically(self.run_dir / name, text + "\n")
         self._copy_tokenizer()
 
     def _copy_tokenizer(self) -> None:

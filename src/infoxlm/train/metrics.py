@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import InfoXLMError
 from ..json_files import parse_json
-from ..outputs import atomic_file, full_disk_named, no_space_left
+from ..outputs import full_disk_named, no_space_left, write_text_atomically
 
 # How long closing may wait for TensorBoard's writer thread: an interrupted run must end
 # within seconds, and a writer whose queue an interrupt left inconsistent never finishes.
@@ -134,8 +134,7 @@ def truncate_metrics(path: Path, last_step: int) -> None:
         else:
             dropped = True
     if dropped:
-        with atomic_file(path) as tmp:
-            tmp.write_text("".join(kept), encoding="utf-8")
+        write_text_atomically(path, "".join(kept))
 
 
 class WandbSink:
