@@ -15,10 +15,10 @@ def test_engine_step_updates_weights_as_the_trainer_does(tmp_path):
     config = preset("test")
     config.model.dropout = 0.0
     trainer = Trainer(config, tmp_path / "store", tmp_path / "run", progress=False)
-    trainer.contrast.queue_filled.fill_(trainer.contrast.queue_size)  # no pre-fill: keep the queue as is
+    trainer.model.contrast.queue_filled.fill_(trainer.model.contrast.queue_size)  # no pre-fill: keep the queue as is
     engine = EngineStep(trainer.config, torch.device("cpu"), vocab_size=trainer.store.vocab_size)
     engine.encoder.load_state_dict(trainer.encoder.state_dict())
-    engine.contrast.load_state_dict(trainer.contrast.state_dict())
+    engine.contrast.load_state_dict(trainer.model.contrast.state_dict())
 
     data = trainer.pipeline.step(0, 0, 1)
     engine_timer, trainer_timer = PhaseTimer(), PhaseTimer()
@@ -28,7 +28,7 @@ def test_engine_step_updates_weights_as_the_trainer_does(tmp_path):
 
     for (name, ours), theirs in zip(engine.encoder.state_dict().items(), trainer.encoder.state_dict().values()):
         torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-7, msg=name)
-    for (name, ours), theirs in zip(engine.contrast.state_dict().items(), trainer.contrast.state_dict().values()):
+    for (name, ours), theirs in zip(engine.contrast.state_dict().items(), trainer.model.contrast.state_dict().values()):
         torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-7, msg=name)
 
 
@@ -39,8 +39,8 @@ def test_the_benchmark_builds_the_model_the_trainer_builds(tmp_path):
     config = preset("test")
     trainer = Trainer(config, tmp_path / "store", tmp_path / "run", progress=False)
     engine = EngineStep(trainer.config, torch.device("cpu"), vocab_size=trainer.store.vocab_size, seed=config.run.seed)
-    for ours, theirs in ((engine.encoder, trainer.encoder), (engine.contrast, trainer.contrast)):
+    for ours, theirs in ((engine.encoder, trainer.encoder), (engine.contrast, trainer.model.contrast)):
         assert list(ours.state_dict()) == list(theirs.state_dict())
         for (name, a), b in zip(ours.state_dict().items(), theirs.state_dict().values()):
             assert torch.equal(a, b), name
-    assert engine.contrast.key_dropout == trainer.contrast.key_dropout == config.contrast.key_dropout
+    assert engine.contrast.key_dropout == trainer.model.contrast.key_dropout == config.contrast.key_dropout

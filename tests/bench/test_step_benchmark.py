@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from infoxlm.bench.engine_step import EngineStep
-from infoxlm.bench.step_benchmark import LossMismatchError, check_losses, resolve_device, run_benchmark, train_config
+from infoxlm.bench.step_benchmark import LossMismatchError, check_losses, fill_queue, resolve_device, run_benchmark, train_config
 from infoxlm.bench.sizes import SIZES, BenchError
 from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
 from infoxlm.bench.timing import PhaseTimer
@@ -21,6 +21,7 @@ def _sides(**contrast):
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length,
                          b.mmlm, b.tlm, b.xlco, b.max_tokens)
     engine = EngineStep(train_config(size, cpu, False), cpu, vocab_size=size.vocab_size)
+    fill_queue(engine, spec, seed=0)  # as the benchmark does before its steps: both sides start from it
     return engine, HFBaseline(engine), spec
 
 

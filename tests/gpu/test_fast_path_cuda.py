@@ -10,6 +10,7 @@ import torch
 
 
 from infoxlm.model.fast_paths import FastPaths
+from infoxlm.objectives.masked_lm import MaskedLM
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -26,14 +27,14 @@ def _demo_micro_step(non_blocking: bool = False):
     from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
     from infoxlm.model.config import EncoderConfig
     from infoxlm.model.encoder import Encoder
-    from infoxlm.objectives.xlco import MomentumContrast
+    from infoxlm.objectives.registry import contrast_objective
 
     size, device = SIZES["demo"], torch.device("cuda")
     config = train_config(size, device, bf16=True)
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
     encoder.set_dropout(0.0)
-    contrast = MomentumContrast(encoder, config.contrast)
+    contrast = contrast_objective(encoder, config.contrast)
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 16, 16, 32, 8192)
     data = synthetic_step(spec, 0)
     batches = [b.to(device, non_blocking=non_blocking) for b in (data.mmlm[0], data.tlm[0], data.xlco[0])]
@@ -100,11 +101,11 @@ def test_joint_losses_and_gradients_match_the_plain_path():
     def run(fast: bool):
         # The fast path as the trainer runs it in one process: word-embedding gradient in place.
         paths = FastPaths.training(single_process=True) if fast else FastPaths.plain()
-        model = joint_model.JointModel(encoder.with_fast_paths(paths), contrast)
+        model = joint_model.JointModel(encoder.with_fast_paths(paths), [MaskedLM("mmlm"), MaskedLM("tlm"), contrast])
         model.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=fast):
-            out = model(*batches)
-        losses = torch.stack([out.mmlm, out.tlm, out.xlco]).float()
+            out = {name: term.loss_sum for name, term in model(dict(zip(("mmlm", "tlm", "xlco"), batches))).items()}
+        losses = torch.stack([out["mmlm"], out["tlm"], out["xlco"]]).float()
         losses.sum().backward()
         grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
         return losses.detach(), grads
@@ -166,13 +167,13 @@ def test_a_micro_step_never_waits_on_the_device():
     from infoxlm.train.joint_model import JointModel
 
     encoder, contrast, batches = _demo_micro_step(non_blocking=True)
-    model = JointModel(encoder.with_fast_paths(FastPaths.training(single_process=True)), contrast)
+    model = JointModel(encoder.with_fast_paths(FastPaths.training(single_process=True)), [MaskedLM("mmlm"), MaskedLM("tlm"), contrast])
     assert all(b.num_padding > 0 for b in batches[1:])  # the packed paths run
 
     def micro_step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = model(*batches)
-        (out.mmlm + out.tlm + out.xlco).backward()
+            out = {name: term.loss_sum for name, term in model(dict(zip(("mmlm", "tlm", "xlco"), batches))).items()}
+        (out["mmlm"] + out["tlm"] + out["xlco"]).backward()
 
     micro_step()  # compiles the fused cross-entropy (its trial run may synchronise)
     torch.cuda.synchronize()

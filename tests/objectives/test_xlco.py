@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from infoxlm import Encoder, EncoderConfig
+from infoxlm.objectives.registry import contrast_objective
+from infoxlm.objectives.translation_ranking import TranslationRanking
 from infoxlm.objectives.xlco import MomentumContrast, momentum_at, positive_ranked_first
 from infoxlm.train.config import ContrastConfig
 
@@ -19,13 +21,12 @@ def encoder():
 
 
 def contrast(encoder, **fields) -> MomentumContrast:
-    """XLCO with ContrastConfig's options and these fields set by hand (past the config's own
-    checks, so that a bad value meets the module's); keys without dropout unless asked, so
-    that they compare with the queries."""
+    """XLCO (the class its options pick) with ContrastConfig's options and these fields set by
+    hand; keys without dropout unless asked, so that they compare with the queries."""
     settings = ContrastConfig(key_dropout=False)
     for name, value in fields.items():
         setattr(settings, name, value)
-    return MomentumContrast(encoder, settings)
+    return contrast_objective(encoder, settings)
 
 
 @pytest.fixture
@@ -263,15 +264,18 @@ def test_prefill_enqueues_real_keys_until_the_queue_is_full(encoder):
     assert xlco.queue[:, 0].tolist() == [2.0, 0.0, 1.0, 1.0, 2.0]  # the sixth key wrapped to the front
 
 
-def test_bad_arguments(encoder):
-    with pytest.raises(ValueError, match="layer=4"):
+def test_a_layer_past_the_encoder_s_depth_is_refused(encoder):
+    """The one check the config cannot make (it does not know the encoder); every other value
+    is checked by ContrastConfig (tests/train/test_config.py)."""
+    with pytest.raises(ValueError, match="layer=4: expected 1 … 3"):
         contrast(encoder, layer=4)
-    with pytest.raises(ValueError, match="queue_size=0"):
-        contrast(encoder, layer=1, queue_size=0)
-    with pytest.raises(ValueError, match="temperature=0"):
-        contrast(encoder, layer=1, temperature=0)
-    with pytest.raises(ValueError, match="pooling='max'"):
-        contrast(encoder, layer=1, pooling="max")
+
+
+def test_the_options_pick_the_paper_s_contrast_or_its_translation_ranking_extension(encoder):
+    assert type(contrast(encoder, layer=1)) is MomentumContrast
+    for fields in ({"in_batch_negatives": True}, {"normalize": True, "margin": 0.2},
+                   {"in_batch_negatives": True, "symmetric": True}):  # fmt: skip
+        assert type(contrast(encoder, layer=1, **fields)) is TranslationRanking
 
 
 @pytest.mark.parametrize("key_dropout", [True, False])
@@ -362,12 +366,3 @@ def test_a_batch_cut_into_pieces_against_its_step_keys_is_the_whole_batch(encode
     (total_grad,) = torch.autograd.grad(total, q)
     assert total.item() == pytest.approx(whole.item(), rel=1e-5)
     torch.testing.assert_close(total_grad, whole_grad, rtol=1e-5, atol=1e-6)
-
-
-def test_translation_ranking_arguments_are_checked(encoder):
-    with pytest.raises(ValueError, match="symmetric=True: expected in_batch_negatives=True"):
-        contrast(encoder, layer=1, symmetric=True)
-    with pytest.raises(ValueError, match="margin=-0.1: expected a finite number >= 0"):
-        contrast(encoder, layer=1, normalize=True, margin=-0.1)
-    with pytest.raises(ValueError, match="margin=0.3: expected normalize=True"):
-        contrast(encoder, layer=1, margin=0.3)

@@ -23,6 +23,7 @@ from infoxlm.model.config import EncoderConfig
 from infoxlm.model.encoder import Encoder
 from infoxlm.model.fast_paths import FastPaths
 from infoxlm.objectives import vocab_loss
+from infoxlm.objectives.masked_lm import MaskedLM
 from infoxlm.objectives.xlco import MomentumContrast
 from infoxlm.train.config import ContrastConfig, apply_overrides
 from infoxlm.train.joint_model import JointModel
@@ -85,16 +86,26 @@ def _named(encoder, contrast):
     return [(n, p) for n, p in encoder.named_parameters() if p.requires_grad] + [("query_projection", contrast.query_projection.weight)]
 
 
+def _model(encoder, contrast) -> JointModel:
+    """The joint model of the three objectives, as a run with all three builds it."""
+    return JointModel(encoder, [MaskedLM("mmlm"), MaskedLM("tlm"), contrast])
+
+
+def _batches(mmlm=None, tlm=None, xlco=None) -> dict:
+    """A micro-step's batches by objective name, the missing ones left out (as the step does)."""
+    return {name: b for name, b in (("mmlm", mmlm), ("tlm", tlm), ("xlco", xlco)) if b is not None}
+
+
 def _joint(encoder, contrast, micro_steps):
-    model = JointModel(encoder, contrast)
+    model = _model(encoder, contrast)
     sums = {"mmlm": 0.0, "tlm": 0.0, "xlco": 0.0}
-    for i, (mmlm, tlm, xlco) in enumerate(micro_steps):
-        out = model(mmlm, tlm, xlco, touch_unreached=i == len(micro_steps) - 1)  # as the trainer
-        total = out.touch if out.touch is not None else 0.0
-        for name in sums:
-            if getattr(out, name) is not None:
-                sums[name] += float(getattr(out, name).detach())
-                total = total + getattr(out, name)
+    for i, triple in enumerate(micro_steps):
+        out = model(_batches(*triple), touch_unreached=i == len(micro_steps) - 1)  # as the trainer
+        total = out[""].loss_sum if "" in out else 0.0
+        for name, term in out.items():
+            if name:
+                sums[name] += float(term.loss_sum.detach())
+                total = total + term.loss_sum
         total.backward()
     return sums, {name: p.grad.clone() for name, p in _named(encoder, contrast)}
 
@@ -180,34 +191,37 @@ def test_the_pad_row_gets_no_gradient_from_the_lookup():
 
 def test_an_xlco_only_micro_step_touches_exactly_what_it_misses():
     encoder, contrast, steps = _parts()
-    model = JointModel(encoder, contrast)
-    unreached = {id(p) for p in model.unreached_parameters(mlm=False, xlco=True)}
+    model = _model(encoder, contrast)
+    unreached = {id(p) for p in model.unreached_parameters(["xlco"])}
     names = {n for n, p in encoder.named_parameters() if id(p) in unreached}
     layer = contrast.layer
     assert names == {n for n, p in encoder.named_parameters() if p.requires_grad and (
         n.startswith("lm_head.") and n != "lm_head.decoder.weight" or
         any(n.startswith(f"encoder.layer.{i}.") for i in range(layer, encoder.num_layers)))}
-    assert model.unreached_parameters(mlm=True, xlco=False) == [contrast.query_projection.weight]
-    assert model.unreached_parameters(mlm=True, xlco=True) == []
+    assert model.unreached_parameters(["mmlm", "tlm"]) == [contrast.query_projection.weight]
+    assert model.unreached_parameters(["mmlm"]) == [contrast.query_projection.weight]
+    assert model.unreached_parameters(["mmlm", "tlm", "xlco"]) == []
 
     xlco = steps[0].xlco[0]
-    out = model(xlco=xlco, touch_unreached=True)
-    (out.xlco + out.touch).backward()
+    out = model({"xlco": xlco}, touch_unreached=True)
+    (out["xlco"].loss_sum + out[""].loss_sum).backward()
     assert all(p.grad is not None for p in model.trainable_parameters())  # DDP sees every parameter
     assert all(float(p.grad.abs().sum()) == 0 for p in model.trainable_parameters() if id(p) in unreached)
 
 
 def test_a_filler_runs_the_modules_but_counts_nothing_and_queues_no_key():
     encoder, contrast, _ = _parts()
-    model = JointModel(encoder, contrast)
-    out = model(filler_mlm_batch(), filler_mlm_batch(), filler_contrast_batch())
-    assert out.mmlm.item() == out.tlm.item() == out.xlco.item() == 0 and out.xlco_correct == 0
-    assert out.keys.shape == (0, encoder.config.hidden_size) and out.key_slots.shape == (0,)
-    (out.mmlm + out.tlm + out.xlco).backward()
+    model = _model(encoder, contrast)
+    out = model(_batches(filler_mlm_batch(), filler_mlm_batch(), filler_contrast_batch()))
+    assert out["mmlm"].loss_sum.item() == out["tlm"].loss_sum.item() == out["xlco"].loss_sum.item() == 0
+    assert all(not term.extras for term in out.values())  # a filler's queries are not counted as ranked
+    keys, slots = contrast._step_keys[-1]  # what the step would enqueue after its update
+    assert keys.shape == (0, encoder.config.hidden_size) and slots.shape == (0,)
+    sum(term.loss_sum for term in out.values()).backward()
     # Every module a real micro-step uses ran backward (FSDP reduce-scatters each), with zeros.
     grads = [p.grad for p in model.trainable_parameters()]
     assert all(g is not None and float(g.abs().sum()) == 0 for g in grads)
-    keys = model(keys_of=filler_contrast_batch()).keys
+    keys, _ = model(side_pass=("xlco", "encode_keys_of", (filler_contrast_batch(),)))
     assert keys.shape == (0, encoder.config.hidden_size)
 
 

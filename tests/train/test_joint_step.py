@@ -17,18 +17,18 @@ from infoxlm.train.joint_step import LAYER_GRAPHS, compile_encoders
 def test_compiling_for_a_run_raises_the_recompile_limit_and_never_lowers_it():
     enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
     with torch._dynamo.config.patch(recompile_limit=8):  # torch's default
-        compile_encoders(enc, None, backend="eager")
+        compile_encoders([enc], backend="eager")
         assert torch._dynamo.config.recompile_limit == LAYER_GRAPHS
         assert all(layer._compiled_call_impl is not None for layer in enc.encoder.layer)
     with torch._dynamo.config.patch(recompile_limit=64):  # set higher by the user: kept
-        compile_encoders(enc, None, backend="eager")
+        compile_encoders([enc], backend="eager")
         assert torch._dynamo.config.recompile_limit == 64
 
 
 @pytest.mark.slow
 def test_compiled_layers_get_a_graph_for_each_of_the_12_forms_training_calls_them_in():
     # Training calls the layers' one forward with grad and autocast (query encoder), without
-    # grad under autocast (key encoder), without either (the queue's pre-fill), with rows
+    # grad under autocast (key encoder), without either (evaluation), with rows
     # kept or not (the top layer), on packed or padded states: more forms than torch's
     # default limit of 8 graphs per function, past which the rest would run uncompiled.
     torch.manual_seed(0)
@@ -36,7 +36,7 @@ def test_compiled_layers_get_a_graph_for_each_of_the_12_forms_training_calls_the
     torch._dynamo.reset()
     counters.clear()
     with torch._dynamo.config.patch(recompile_limit=8):  # torch's default, raised by compile_encoders
-        compile_encoders(enc, None, backend="eager")
+        compile_encoders([enc], backend="eager")
         full = torch.randint(4, 100, (2, 6))
         full[:, 0] = 0
         padded = full.clone()

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from infoxlm.data.batching import filler_contrast_batch
-from infoxlm.objectives.xlco import MomentumContrast
+from infoxlm.objectives.registry import contrast_objective
 from infoxlm.train.config import ContrastConfig, apply_overrides
 from infoxlm.train.joint_model import JointModel
+from infoxlm.train.joint_step import NO_PHASES, StepContext
 from infoxlm.train.loop import Trainer
 from infoxlm.train.presets import preset
 
@@ -54,7 +55,7 @@ def _train(trainer, steps: int):
     for _ in range(steps):
         metrics.append(trainer.train_step())
         trainer.step += 1
-    return metrics, grads, trainer.contrast.queue.clone()
+    return metrics, grads, trainer.model.contrast.queue.clone()
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=list(RECIPES))
@@ -79,8 +80,8 @@ def test_in_step_negatives_give_the_same_losses_and_gradients_at_any_token_budge
 
 def test_the_queue_gets_exactly_the_steps_keys_in_slot_order(store, tmp_path):
     trainer = _trainer(store, tmp_path / "run", [*IN_STEP, "data.max_tokens=64", "contrast.queue_size=96"])
-    trainer.joint_step.prefill_queue(trainer.store)
-    contrast, start = trainer.contrast, int(trainer.contrast.queue_pointer)
+    trainer.model.contrast.prefill_from(StepContext(trainer.joint_step, NO_PHASES))
+    contrast, start = trainer.model.contrast, int(trainer.model.contrast.queue_pointer)
     data = trainer.pipeline.step(0, 0, 1)
     assert len(data.xlco) > 1
     keys = torch.cat([contrast.encode_keys(b.key.input_ids, b.key.attention_mask) for b in data.xlco])  # before the EMA
@@ -96,11 +97,12 @@ def test_fillers_are_no_negatives(store, tmp_path):
     leave no key in the step: the step's keys are those of its real pairs alone."""
     trainer = _trainer(store, tmp_path / "run", [*IN_STEP, "data.max_tokens=64"])
     real = trainer.pipeline.step(0, 0, 1).xlco
-    step = trainer.joint_step
-    autocast = torch.autocast("cpu", enabled=False)
-    alone = step.encode_step_keys(real, [None] * len(real), autocast)
+    contrast, context = trainer.model.contrast, StepContext(trainer.joint_step, NO_PHASES)
+    contrast.before_micro_steps(real, context)
+    alone = contrast.in_step_keys
     led = [filler_contrast_batch(), filler_contrast_batch(), *real]  # as even_out leads them
-    with_fillers = step.encode_step_keys(led, [None] * len(led), autocast)
+    contrast.before_micro_steps(led, context)
+    with_fillers = contrast.in_step_keys
     assert alone.slots.tolist() == with_fillers.slots.tolist() == list(range(32))
     torch.testing.assert_close(with_fillers.keys, alone.keys)
 
@@ -112,22 +114,43 @@ def test_the_symmetric_losss_two_query_passes_draw_the_same_dropout():
     encoder.set_dropout(0.1)
     settings = ContrastConfig(layer=2, queue_size=4, normalize=True, temperature=0.1, use_momentum=False,
                               in_batch_negatives=True, symmetric=True, margin=0.2)  # fmt: skip
-    contrast = MomentumContrast(encoder, settings)
-    model = JointModel(encoder, contrast).train()
+    contrast = contrast_objective(encoder, settings)
+    model = JointModel(encoder, [contrast]).train()
     batch = steps[0].xlco[0]
-    vectors = model(keys_of=batch, queries_too=True, query_seed=7)
-    assert torch.equal(model(keys_of=batch, queries_too=True, query_seed=7).queries, vectors.queries)
-    assert not torch.equal(model(keys_of=batch, queries_too=True, query_seed=8).queries, vectors.queries)
+    views = lambda seed: model(side_pass=("xlco", "encode_step_views", (batch, seed)))  # noqa: E731
+    assert torch.equal(views(7)[2], views(7)[2])
+    assert not torch.equal(views(8)[2], views(7)[2])
 
-    step_keys = contrast.step_keys(vectors.keys, vectors.key_slots, vectors.queries)
-    model(xlco=batch, step_keys=step_keys, query_seed=7).xlco.backward()
+    torch.manual_seed(3)
+    contrast.before_micro_steps([batch], OneProcess(model))  # the step's keys; a seed for the batch's queries
+    seed = contrast.query_seeds[0]
+    model({"xlco": batch})["xlco"].loss_sum.backward()
     ours = {n: p.grad.clone() for n, p in encoder.named_parameters() if p.grad is not None}
     encoder.zero_grad()
     with torch.random.fork_rng(devices=[]):  # the plain loss on the same masks
-        torch.manual_seed(7)
+        torch.manual_seed(seed)
         q = contrast.encode_queries(encoder, batch.query.input_ids, batch.query.attention_mask)
-    contrast.batch_contrast(q, vectors.keys).loss_sum().backward()
+    step = contrast.in_step_keys
+    contrast.batch_contrast(q, step.keys[step.rows(batch.slots)]).loss_sum().backward()  # the batch's own keys, row by row
     assert ours.keys() == {n for n, p in encoder.named_parameters() if p.grad is not None}
     for name, p in encoder.named_parameters():
         if p.grad is not None:
             torch.testing.assert_close(ours[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+class OneProcess:
+    """The joint step's context for a model used alone in one process (no store, no timer)."""
+
+    progress = False
+
+    def __init__(self, model: JointModel):
+        self.model = model
+
+    def side_pass(self, objective: str, method: str, *args):
+        return self.model(side_pass=(objective, method, args))
+
+    def gather_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows
+
+    def phase(self, name: str):
+        return contextlib.nullcontext()

@@ -242,7 +242,7 @@ def test_xlco_joins_after_the_key_encoder_warm_up(store, tmp_path, key_warmup, f
 
 def _key_and_query(trainer) -> list[tuple[torch.Tensor, torch.Tensor]]:
     query = dict(trainer.encoder.named_parameters())
-    return [(p, query[n]) for n, p in trainer.contrast.key_encoder.named_parameters() if not n.startswith(("lm_head.", "pooler."))]
+    return [(p, query[n]) for n, p in trainer.model.contrast.key_encoder.named_parameters() if not n.startswith(("lm_head.", "pooler."))]
 
 
 def test_the_key_encoder_is_frozen_during_the_warm_up_then_copied(store, tmp_path):

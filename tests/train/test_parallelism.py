@@ -189,7 +189,7 @@ def _rewrite_as_single_file(run: Path, store: Path, cfg) -> None:
     state = {
         "step": trainer.step,
         "model": trainer.encoder.state_dict(),
-        "contrast": trainer.contrast.state_dict(),
+        "contrast": trainer.model.contrast.state_dict(),
         "optimizer": trainer.optimizer.state_dict(),
         "scheduler": trainer.scheduler.state_dict(),
         "encoder_config": trainer.checkpoint_state()["encoder_config"],

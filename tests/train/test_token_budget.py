@@ -17,6 +17,7 @@ from infoxlm.data.pipeline import DataPipeline, PipelineConfig
 from infoxlm.data.store import TokenStore
 from infoxlm.model.config import EncoderConfig
 from infoxlm.model.encoder import Encoder
+from infoxlm.objectives.masked_lm import MaskedLM
 from infoxlm.objectives.xlco import MomentumContrast
 from infoxlm.train.config import ContrastConfig, apply_overrides
 from infoxlm.train.distributed import World
@@ -50,7 +51,7 @@ MEMORY_STEP = {"base": 2 + 10 + 3, "large": 2 + 5 + 3}  # warm-up + timed + 3: t
 def joint_model(size: str, vocab_size: int, contrast_layer: int, queue_size: int) -> JointModel:
     encoder = Encoder(EncoderConfig.preset(size, vocab_size=vocab_size))
     contrast = MomentumContrast(encoder, ContrastConfig(layer=contrast_layer, queue_size=queue_size, key_dropout=False))
-    return JointModel(encoder, contrast)
+    return JointModel(encoder, [MaskedLM("mmlm"), MaskedLM("tlm"), contrast])
 
 
 def tensor_bytes(module: torch.nn.Module) -> int:

@@ -1,20 +1,21 @@
 """infoxlm's joint training step, as the trainer runs it, with phase timers around its parts.
 
 ``EngineStep`` builds the model with ``train.model_build.build_model`` (the trainer's builder:
-encoder, fast paths, ``MomentumContrast``, ``JointModel``) without a token store or run
-directory, and hands it to ``train.joint_step.build_joint_step``, the function the trainer
-builds its step with (device, compiled layers, AdamW and its schedule); it then runs that
-``JointStep`` with a ``PhaseTimer`` as its phase hook. Its fp32 loss check reads the step's
-own pieces (its micro-batches, micro-steps, counts and sums). What a world of one never does
-(all-reduce, DDP, checkpoints) it does not do here either, nor the queue pre-fill (the
-benchmark fills the queue itself, see step_benchmark.fill_queue).
+encoder, fast paths, the objectives, ``JointModel``) without a token store or run directory,
+and hands it to ``train.joint_step.build_joint_step``, the function the trainer builds its
+step with (device, compiled layers, AdamW and its schedule); it then runs that ``JointStep``
+with a ``PhaseTimer`` as its phase hook, the objectives' hooks before and after the update
+included (XLCO's momentum update and enqueue). Its fp32 loss check runs the step's own
+pieces (its micro-batches, the objectives' start-of-step hooks, the model's forward, counts
+and sums) without the backward. What a world of one never does (all-reduce, DDP,
+checkpoints) it does not do here either; the queue it fills itself before timing
+(step_benchmark.fill_queue), as it has no token store to draw a pre-fill from.
 tests/bench/test_engine_step.py checks that it updates the weights exactly as
 ``Trainer.train_step`` does.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -23,7 +24,8 @@ from ..data.pipeline import StepData
 from ..model.fast_paths import FastPaths
 from ..train.config import TrainConfig
 from ..train.distributed import World
-from ..train.joint_step import SumsOnDevice, build_joint_step, micro_steps, step_counts
+from ..train.joint_step import NO_PHASES, StepContext, build_joint_step, micro_steps, step_counts
+from ..train.step_sums import SumsOnDevice
 from ..train.model_build import build_model
 from .synthetic_batches import step_tokens
 from .timing import PhaseTimer, optimizer_state_tensors, tensor_bytes
@@ -74,21 +76,23 @@ class EngineStep:
     @torch.no_grad()
     def losses(self, data: StepData) -> dict[str, float]:
         """Mean loss per objective of a step's batches, in fp32, changing nothing: the step's
-        micro-steps (with in-batch negatives, the step's keys first) without their backward."""
-        batches = self.joint_step.device_batches(data, xlco_active=True)
-        no_seeds = [None] * len(batches["xlco"])
-        step_keys = None
-        if batches["xlco"] and self.contrast.in_batch_negatives:
-            step_keys = self.joint_step.encode_step_keys(batches["xlco"], no_seeds, contextlib.nullcontext())
-        sums = SumsOnDevice(self.device)
-        for picked, _, _ in micro_steps(batches, no_seeds):
-            sums.add(self.model(picked["mmlm"], picked["tlm"], picked["xlco"], step_keys=step_keys))
-        return sums.read(self.world).means(step_counts(data))
+        micro-steps (after the objectives' start-of-step hooks: XLCO's step keys) without
+        their backward nor their after-step hooks (what XLCO collected to enqueue, the next
+        step's start forgets)."""
+        step, objectives = self.joint_step, self.model.objectives
+        batches = step.device_batches(data, objectives)
+        context = StepContext(step, NO_PHASES)
+        for objective in objectives:
+            objective.before_micro_steps(batches[objective.stream], context)
+        sums = SumsOnDevice(objectives, self.device)
+        for picked, _ in micro_steps(batches):
+            sums.add(self.model({o.name: picked[o.stream] for o in objectives if picked[o.stream] is not None}))
+        return sums.read(self.world).means(step_counts(data, objectives, self.steps_done))
 
     def step(self, data_for_step, index: int, timer: PhaseTimer) -> StepOutcome:
         """One optimizer step on ``data_for_step(index)`` (a StepData), phases timed by ``timer``."""
         with timer("data"):
             data: StepData = data_for_step(index)
-        result = self.joint_step(data, self.steps_done, True, timer)  # the trainer's step, XLCO on
+        result = self.joint_step(data, self.steps_done, timer)  # the trainer's step
         self.steps_done += 1
         return StepOutcome(tokens=step_tokens(data), losses=result.sums.means(result.counts))

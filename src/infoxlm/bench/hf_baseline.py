@@ -27,11 +27,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.batching import MLMBatch
-from ..data.pipeline import StepData
+from ..data.pipeline import OBJECTIVES, StepData
 from ..embedding import pool
 from ..model.hub import BODY_PREFIX
 from ..objectives.xlco import momentum_at
-from ..train.joint_step import OBJECTIVES, aligned_micro_batch, step_autocast, step_counts
+from ..train.joint_step import aligned_micro_batch, step_autocast
 from ..train.optim import linear_warmup_decay
 from .engine_step import EngineStep, StepOutcome
 from .sizes import BenchError
@@ -211,7 +211,7 @@ class HFBaseline:
     @torch.no_grad()
     def losses(self, data: StepData) -> dict[str, float]:
         """Mean loss per objective of a step's batches, in fp32, changing nothing."""
-        counts = step_counts(data)
+        counts = baseline_counts(data)
         batches = self._to_device(data)
         micro_steps = max(len(b) for b in batches.values())
         sums = dict.fromkeys(OBJECTIVES, 0.0)
@@ -228,7 +228,7 @@ class HFBaseline:
         with timer("data"):
             data: StepData = data_for_step(index)
             batches = self._to_device(data)
-        counts = step_counts(data)
+        counts = baseline_counts(data)
         micro_steps = max(len(b) for b in batches.values())
         sums = dict.fromkeys(OBJECTIVES, 0.0)
         keys, key_slots = [], []
@@ -266,3 +266,8 @@ class HFBaseline:
         self.steps_done += 1
         losses = {name: float(sums[name]) / counts[name] for name in OBJECTIVES if counts[name]}
         return StepOutcome(tokens=step_tokens(data), losses=losses)
+
+
+def baseline_counts(data: StepData) -> dict[str, int]:
+    """The paper's normalisers, as the baseline divides by them: masked tokens (MMLM, TLM), pairs (XLCO)."""
+    return {"mmlm": data.stats["mmlm"].num_masked, "tlm": data.stats["tlm"].num_masked, "xlco": data.stats["xlco"].num_examples}

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .batching import ContrastBatch, MLMBatch, contrast_micro_batches, mlm_micro_batches
+from .batching import ContrastBatch, MLMBatch, contrast_micro_batches, filler_contrast_batch, filler_mlm_batch, mlm_micro_batches
 from .examples import ExampleBuilder
 from .keyed_random import KeyedRandom
 from .masking import MaskedSequences, check_mask_rates, mask_tokens
@@ -37,9 +37,13 @@ from .multiway import PAIRINGS, PivotGroups
 from .step_schedules import Piecewise, active_names, language_starts
 from .store import StoreError, TokenStore
 
-__all__ = ["DEFAULT_MAX_TOKENS", "PipelineConfig", "DataPipeline", "StepData", "ObjectiveStats"]
+__all__ = ["DEFAULT_MAX_TOKENS", "FILLERS", "OBJECTIVES", "PipelineConfig", "DataPipeline", "StepData", "ObjectiveStats"]
 
+# The pipeline's three streams of examples, named after the objectives they were made for:
+# MMLM blocks, TLM concatenated pairs, XLCO pairs of views. An objective reads one of them.
 OBJECTIVES = ("mmlm", "tlm", "xlco")
+# Per stream, the one-row batch a rank runs when another has more micro-batches of it in a step.
+FILLERS = {"mmlm": filler_mlm_batch, "tlm": filler_mlm_batch, "xlco": filler_contrast_batch}
 DEFAULT_MAX_TOKENS = 16384
 
 
@@ -128,6 +132,11 @@ class PipelineConfig:
     def batch_size(self, objective: str) -> int:
         return getattr(self, f"{objective}_batch_size")
 
+    def only(self, stream: str, seed: int) -> "PipelineConfig":
+        """This config drawing ``stream``'s examples alone, from ``seed``: an objective's own
+        draws (XLCO's queue pre-fill), apart from training's."""
+        return dataclasses.replace(self, seed=seed, **{f"{o}_batch_size": 0 for o in OBJECTIVES if o != stream})
+
     def _schedule(self, name: str) -> Piecewise:
         """``name``'s schedule, or the constant field it replaces (mask_prob, alpha)."""
         text = getattr(self, name)
@@ -199,6 +208,10 @@ class StepData:
     xlco: list[ContrastBatch]
     stats: dict[str, ObjectiveStats]
     seconds: float  # time spent building this step's data
+
+    def batches(self, stream: str) -> list:
+        """The micro-batches of one stream ("mmlm", "tlm" or "xlco")."""
+        return getattr(self, stream)
 
     def pin_memory(self) -> "StepData":
         """This step's micro-batches in page-locked host memory (their copies to a GPU then

@@ -9,24 +9,20 @@ pick its own key out of the positive and the K keys of earlier batches kept in a
 
     logits = [q·k⁺, q·n_1, …, q·n_K] / τ          loss = cross-entropy with target 0
 
-This module owns the key side (key encoder, projections, queue) and its whole life in a run:
-the warm-up (``contrast.start_step``: the key encoder frozen, then a copy of the query
-encoder), the queue's pre-fill with real keys before XLCO's first step, the momentum update
-after each optimizer step and the enqueue of the step's keys (the trainer calls them in that
-order, see train/loop.py and train/joint_step.py). The query encoder is the shared model and
-is passed in, so its parameters live only once, in the model, the optimizer and DDP.
-``use_momentum=False`` is the paper's −Momentum ablation: keys come from the query encoder
-itself (without gradient) and there is no copy at all.
+``MomentumContrast`` is this objective whole, life cycle included, through the hooks every
+objective has (objective.py), which the joint step calls in this order: before the step, the
+warm-up's end (``contrast.start_step``: the key encoder frozen, then a copy of the query
+encoder) and the queue's pre-fill with real keys; the loss of each micro-batch; after the
+optimizer step, the momentum update and the enqueue of the step's keys. The query encoder is
+the shared model and is passed in, so its parameters live only once, in the model, the
+optimizer and DDP. ``use_momentum=False`` is the paper's −Momentum ablation: keys come from
+the query encoder itself (without gradient) and there is no copy at all. The translation
+ranking family (in-step negatives, the k→q direction, a margin) extends it in
+translation_ranking.py; ``registry.contrast_objective`` picks the class from the options.
 
 Every option is a field of ``train.config.ContrastConfig`` (``ContrastSettings`` below names
-them), whose defaults are the only ones: the module is built from such an object alone.
-
-Beyond the paper, the translation-ranking family (LaBSE's objective, Feng et al., 2022) is
-options of the same contrast: ``in_batch_negatives`` (the batch's other keys are negatives
-too), ``symmetric`` (the k→q direction as well, averaged), ``margin`` (subtracted from the
-positive's score). In training, a batch is the whole step: ``StepKeys`` holds every key of
-the step, computed before any query, so that what a query is contrasted with does not depend
-on how the step is cut into micro-batches or processes.
+them), which gives the defaults and checks every value: the module is built from such an
+object alone.
 
 Example::
 
@@ -48,15 +44,24 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Protocol, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
+from .. import interrupt
+from ..data.batching import ContrastBatch
 from ..model.encoder import Encoder
+from ..model.flops import ModelShape, encoder_forward_flops
 from ..model.packing import Packing
-from ..model.sentence_layer import POOLINGS
+from .objective import LossTerm, Objective, StepContext
+
+__all__ = ["ContrastOutput", "ContrastSettings", "MomentumContrast", "contrast_flops", "momentum_at", "positive_ranked_first"]
+
+# The queue pre-fill draws its own XLCO examples, from a seed stream apart from training's.
+PREFILL_SEED_OFFSET = 1_000_003
 
 
 class ContrastSettings(Protocol):
@@ -96,30 +101,18 @@ def momentum_at(step: int, schedule: str, base: float, cap: float = 0.9995) -> f
 
 @dataclass
 class ContrastOutput:
-    """logits (B, 1 + K): column 0 is the positive key; keys (B, d): to enqueue after the step.
-
-    margin: subtracted from column 0 by the loss only (in logit units, margin / τ), so that
-    ``accuracy`` reads the scores themselves. reverse (B,): with ``symmetric``, each pair's
-    k→q loss, which the loss averages with the q→k one."""
+    """logits (B, 1 + K): column 0 is the positive key; keys (B, d): to enqueue after the step."""
 
     logits: torch.Tensor
     keys: torch.Tensor
-    margin: float = 0.0
-    reverse: torch.Tensor | None = None
 
     def loss(self) -> torch.Tensor:
         """Mean InfoNCE loss over the B queries."""
-        if not self.margin and self.reverse is None:
-            return F.cross_entropy(self.logits.float(), self.targets())
-        return self.loss_sum() / self.logits.shape[0]
+        return F.cross_entropy(self.logits.float(), self.targets())
 
     def loss_sum(self) -> torch.Tensor:
-        if not self.margin and self.reverse is None:  # the paper's contrast
-            return F.cross_entropy(self.logits.float(), self.targets(), reduction="sum")
-        forward = F.cross_entropy(with_margin(self.logits.float(), self.margin), self.targets(), reduction="none")
-        if self.reverse is None:
-            return forward.sum()
-        return 0.5 * (forward + self.reverse).sum()
+        """Summed InfoNCE loss over the B queries: what the joint step adds up."""
+        return F.cross_entropy(self.logits.float(), self.targets(), reduction="sum")
 
     def targets(self) -> torch.Tensor:
         return torch.zeros(self.logits.shape[0], dtype=torch.long, device=self.logits.device)
@@ -127,43 +120,6 @@ class ContrastOutput:
     def accuracy(self) -> float:
         """Share of queries whose positive key scores strictly highest."""
         return float(positive_ranked_first(self.logits).float().mean())
-
-
-def with_margin(logits: torch.Tensor, margin: float) -> torch.Tensor:
-    """logits (B, 1 + N) with column 0 lowered by ``margin``: LaBSE's additive margin."""
-    if not margin:
-        return logits
-    return torch.cat([logits[:, :1] - margin, logits[:, 1:]], dim=1)
-
-
-@dataclass
-class StepKeys:
-    """Every key of a training step, all ranks', in global slot order: the positives and the
-    in-step negatives of ``in_batch_negatives``. They need no gradient, so the trainer
-    computes them all before any query; a query is then contrasted with the same keys
-    whatever the micro-batch budget or the number of processes (``MomentumContrast.forward``
-    with ``step=``). Fillers' keys are never among them.
-
-    With ``symmetric``, also the k→q direction, whose softmax runs over the step's queries:
-    computed once from query vectors encoded without gradient, as each anchor key's loss
-    and, for each query, the gradient of the step's summed k→q loss with respect to it,
-    which the query's own micro-step then passes into the encoder (GradCache's way)."""
-
-    keys: torch.Tensor  # (N, d) fp32
-    slots: torch.Tensor  # (N,) long, ascending
-    reverse_loss: torch.Tensor | None = None  # (N,) k→q loss of anchor key i
-    reverse_grad: torch.Tensor | None = None  # (N, d) ∂(Σ_i reverse_loss_i) / ∂q_j
-
-    def rows(self, slots: torch.Tensor) -> torch.Tensor:
-        """slots (B,) → their rows (B,). A filler's (slot 0, maybe absent) gets some row: it counts 0."""
-        return torch.searchsorted(self.slots, slots).clamp(max=self.slots.shape[0] - 1)
-
-
-def with_margin_on_diagonal(scores: torch.Tensor, margin: float) -> torch.Tensor:
-    """scores (N, N), pair i's own at [i, i], that one lowered by ``margin``."""
-    if not margin:
-        return scores
-    return scores - margin * torch.eye(scores.shape[0], dtype=scores.dtype, device=scores.device)
 
 
 def positive_ranked_first(logits: torch.Tensor) -> torch.Tensor:
@@ -177,56 +133,31 @@ def positive_ranked_first(logits: torch.Tensor) -> torch.Tensor:
     return logits[:, 0] > logits[:, 1:].max(dim=1).values
 
 
-class MomentumContrast(nn.Module):
+class MomentumContrast(Objective):
     """Key encoder, query/key projections and the queue of negative keys, for the query
-    encoder ``encoder`` and the options ``settings`` (a ``ContrastConfig``); a ValueError
-    names a value that cannot be used."""
+    encoder ``encoder`` and the options ``settings`` (a ``ContrastConfig``, checked there)."""
 
-    def __init__(self, encoder: Encoder, settings: ContrastSettings):
-        super().__init__()
+    name = stream = "xlco"
+    extras = ("correct",)  # queries whose positive ranked first, summed over the step
+
+    def __init__(self, encoder: Encoder, settings: ContrastSettings, weight: float = 1.0):
+        super().__init__(weight)
         config = encoder.config
-        layer, queue_size, temperature = settings.layer, settings.queue_size, settings.temperature
-        normalize, use_momentum, in_batch_negatives = settings.normalize, settings.use_momentum, settings.in_batch_negatives
-        pooling, symmetric, margin = settings.pooling, settings.symmetric, settings.margin
-        if not 1 <= layer <= config.num_hidden_layers:
-            raise ValueError(f"layer={layer}: expected 1 … {config.num_hidden_layers} (the universal layer)")
-        if queue_size < (0 if in_batch_negatives else 1):
-            raise ValueError(
-                f"queue_size={queue_size}: expected a positive number of negative keys "
-                "(0 is allowed only with in_batch_negatives=True)"
-            )
-        if not temperature > 0:
-            raise ValueError(f"temperature={temperature}: expected a positive number")
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(POOLINGS)}")
-        if symmetric and not in_batch_negatives:
-            # k→q ranks a key among the batch's queries: without them it has one candidate.
-            raise ValueError("symmetric=True: expected in_batch_negatives=True (k→q ranks among the batch's queries)")
-        if not (margin >= 0 and math.isfinite(margin)):
-            raise ValueError(f"margin={margin}: expected a finite number >= 0")
-        if margin > 0 and not normalize:
-            # A margin is a distance in cosine units; raw dot products have no fixed scale.
-            raise ValueError(f"margin={margin}: expected normalize=True (the margin is subtracted from a cosine)")
+        if not 1 <= settings.layer <= config.num_hidden_layers:
+            raise ValueError(f"layer={settings.layer}: expected 1 … {config.num_hidden_layers} (the universal layer)")
         d = config.hidden_size
-        self.layer = layer
-        self.temperature = temperature
-        self.normalize = normalize
-        self.use_momentum = use_momentum
-        self.in_batch_negatives = in_batch_negatives
-        self.pooling = pooling
-        self.key_dropout = settings.key_dropout
-        self.symmetric = symmetric
-        self.margin = margin
+        self.layer, self.temperature, self.normalize = settings.layer, settings.temperature, settings.normalize
+        self.use_momentum, self.pooling, self.key_dropout = settings.use_momentum, settings.pooling, settings.key_dropout
         # The life cycle: when XLCO starts, how the key encoder waits for it, how it follows.
         self.start_step, self.key_warmup = settings.start_step, settings.key_warmup
         self.momentum, self.momentum_schedule = settings.momentum, settings.momentum_schedule
 
         self.query_projection = nn.Linear(d, d, bias=False)
         nn.init.normal_(self.query_projection.weight, std=config.initializer_range)
-        if use_momentum:
+        if settings.use_momentum:
             # The key encoder needs only the layers up to the universal one.
             key_config = copy.deepcopy(config)
-            key_config.num_hidden_layers = layer
+            key_config.num_hidden_layers = settings.layer
             self.key_encoder = Encoder(key_config, encoder.fast_paths)
             self.key_projection = copy.deepcopy(self.query_projection)
             self.key_encoder.requires_grad_(False)
@@ -237,13 +168,18 @@ class MomentumContrast(nn.Module):
             self.key_projection = None
 
         # The queue starts as random vectors and is only trusted once real keys fill it.
-        self.register_buffer("queue", torch.randn(queue_size, d) * config.initializer_range)  # (K, d)
+        self.register_buffer("queue", torch.randn(settings.queue_size, d) * config.initializer_range)  # (K, d)
         self.register_buffer("queue_pointer", torch.zeros((), dtype=torch.long))
         self.register_buffer("queue_filled", torch.zeros((), dtype=torch.long))
         # (pointer, filled) as host ints: every step reads them, and reading a buffer on a GPU
         # waits for every queued kernel. Read from the buffers once, again after a load.
         self._queue_position: tuple[int, int] | None = None
         self.register_load_state_dict_post_hook(MomentumContrast._forget_queue_position)
+        self._step_keys: list[tuple[torch.Tensor, torch.Tensor]] = []  # this step's (keys, slots), to enqueue
+
+    @property
+    def state_key(self) -> str:
+        return "contrast"  # its place in every checkpoint's state
 
     @property
     def queue_size(self) -> int:
@@ -265,156 +201,123 @@ class MomentumContrast(nn.Module):
 
     # --- encoding -------------------------------------------------------------------------
 
-    def _encode(
-        self,
-        encoder: Encoder,
-        projection: nn.Linear,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        packing: Packing | None,
-    ) -> torch.Tensor:
+    def _encode(self, encoder: Encoder, projection: nn.Linear, ids: torch.Tensor, mask: torch.Tensor, packing: Packing | None) -> torch.Tensor:
         """(B, T) views → contrast vectors (B, d): each sentence's state at the universal layer,
         pooled as ``embedding.pool`` pools a padded state — the ``<s>`` state (the paper) or the
         mean over real tokens (as retrieval pools them), computing nothing the pooling does not
         read — then projected, and unit length with normalize."""
         if packing is None:
-            packing = Packing.of(attention_mask)
+            packing = Packing.of(mask)
         if self.pooling == "cls":
             rows = packing.first_rows  # (B,) each view's <s>
-            vectors = encoder.states_at(input_ids, rows, attention_mask, num_layers=self.layer, packing=packing)
+            vectors = encoder.states_at(ids, rows, mask, num_layers=self.layer, packing=packing)
         else:
-            tokens = encoder(input_ids, attention_mask, num_layers=self.layer, packing=packing).token_states()  # (n, d)
+            tokens = encoder(ids, mask, num_layers=self.layer, packing=packing).token_states()  # (n, d)
             vectors = packing.sequence_means(tokens)
         z = projection(vectors)
         return F.normalize(z, dim=-1) if self.normalize else z
 
-    def encode_queries(
-        self, encoder: Encoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, packing: Packing | None = None
-    ) -> torch.Tensor:
-        """Query vectors (B, d), with gradients, from the query encoder stopped at the universal layer.
-
-        ``packing``: the batch's, if it carries one (see ``Encoder.forward``)."""
-        return self._encode(encoder, self.query_projection, input_ids, attention_mask, packing)
+    def encode_queries(self, encoder: Encoder, ids: torch.Tensor, mask: torch.Tensor, *, packing: Packing | None = None) -> torch.Tensor:
+        """Query vectors (B, d), with gradients, from the query encoder stopped at the universal
+        layer. ``packing``: the batch's, if it carries one (see ``Encoder.forward``)."""
+        return self._encode(encoder, self.query_projection, ids, mask, packing)
 
     @torch.no_grad()
-    def encode_keys(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        encoder: Encoder | None = None,
-        *,
-        packing: Packing | None = None,
-    ) -> torch.Tensor:
+    def encode_keys(self, ids: torch.Tensor, mask: torch.Tensor, encoder: Encoder | None = None, *, packing: Packing | None = None) -> torch.Tensor:
         """Key vectors (B, d), without gradients. ``encoder`` is needed only with use_momentum=False."""
         if self.key_encoder is None:
             if encoder is None:
                 raise ValueError("use_momentum=False: keys come from the query encoder; pass encoder=")
-            return self._encode(encoder, self.query_projection, input_ids, attention_mask, packing).detach()
+            return self._encode(encoder, self.query_projection, ids, mask, packing).detach()
         # key_dropout: the key encoder in training mode, with the query encoder's dropout (the
         # authors' code); else in eval mode, keys without dropout (a target not itself noisy).
         self.key_encoder.train(self.key_dropout)
-        return self._encode(self.key_encoder, self.key_projection, input_ids, attention_mask, packing)
+        return self._encode(self.key_encoder, self.key_projection, ids, mask, packing)
 
-    def forward(
-        self,
-        encoder: Encoder,
-        query_ids: torch.Tensor,
-        query_mask: torch.Tensor,
-        key_ids: torch.Tensor,
-        key_mask: torch.Tensor,
-        *,
-        query_packing: Packing | None = None,
-        key_packing: Packing | None = None,
-        step: StepKeys | None = None,
-        slots: torch.Tensor | None = None,
-    ) -> ContrastOutput:
+    def forward(self, encoder: Encoder, query_ids: torch.Tensor, query_mask: torch.Tensor, key_ids: torch.Tensor,
+                key_mask: torch.Tensor, *, query_packing: Packing | None = None, key_packing: Packing | None = None) -> ContrastOutput:
         """XLCO on B translation pairs: query vectors (with gradients) from ``encoder``, key
-        vectors from the key encoder, logits against the positive and the negatives. The
-        trainer's loss is ``.loss_sum()`` of this; the keys go into the queue after the
-        optimizer step. ``*_packing``: the views' own, if the batch carries them.
-
-        step, slots: the step's keys, computed before (``StepKeys``), and the pairs' slots
-        (B,) in the step: the positives and in-step negatives are read there and no key is
-        encoded here; without them the B pairs are the whole batch."""
+        vectors from the key encoder, logits against the positive and the negatives."""
         q = self.encode_queries(encoder, query_ids, query_mask, packing=query_packing)  # (B, d)
-        if step is not None:
-            return self.step_contrast(q, step, step.rows(slots))
         k = self.encode_keys(key_ids, key_mask, encoder=encoder, packing=key_packing)  # (B, d)
-        return self.batch_contrast(q, k)
-
-    def batch_contrast(self, q: torch.Tensor, k: torch.Tensor) -> ContrastOutput:
-        """q, k (B, d) of B pairs that are the whole batch: q→k logits (``contrast_logits``)
-        and, with symmetric, each pair's k→q loss over the batch's queries."""
-        reverse = None
-        if self.symmetric:  # the gradient flows through the queries, the candidates here
-            scores = with_margin_on_diagonal(k.float() @ q.float().t(), self.margin) / self.temperature  # (B, B)
-            reverse = F.cross_entropy(scores, torch.arange(q.shape[0], device=q.device), reduction="none")
-        return ContrastOutput(self.contrast_logits(q, k), k, self.margin / self.temperature, reverse)
+        return ContrastOutput(self.contrast_logits(q, k), k)
 
     def contrast_logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """q, k (B, d) → logits (B, 1 + K) = [q·k, q·queueᵀ] / τ, in fp32.
-
-        With in_batch_negatives the other B − 1 keys of the batch are negatives too, placed
-        between the positive and the queue: (B, 1 + B + K), a query's own key masked to −inf
-        in the middle block. They come from the same key-encoder state as the positive, so a
-        fast-changing encoder (from-scratch training) cannot tell its positive from the
-        negatives by age alone, as it can with a queue of older keys.
-        """
+        """q, k (B, d) → logits (B, 1 + K) = [q·k, q·queueᵀ] / τ, in fp32."""
         q, k = q.float(), k.float()
-        parts = [(q * k).sum(dim=-1, keepdim=True)]  # (B, 1)
-        if self.in_batch_negatives:
-            others = q @ k.t()  # (B, B)
-            own = torch.eye(q.shape[0], dtype=torch.bool, device=q.device)
-            parts.append(others.masked_fill(own, float("-inf")))
-        if self.queue_size > 0:
-            parts.append(q @ self.queue.t().float())  # (B, K)
-        return torch.cat(parts, dim=1) / self.temperature
+        positive = (q * k).sum(dim=-1, keepdim=True)  # (B, 1)
+        return torch.cat([positive, q @ self.queue.t().float()], dim=1) / self.temperature
 
-    # --- a whole step's keys ------------------------------------------------------------------
+    # --- the objective: a micro-batch's loss, its count, its reach and cost ---------------
 
-    @torch.no_grad()
-    def step_keys(self, keys: torch.Tensor, slots: torch.Tensor, queries: torch.Tensor | None = None) -> StepKeys:
-        """``StepKeys`` from every key of the step (N, d) and their slots (N,), in any order;
-        with ``symmetric``, ``queries`` (N, d): the same pairs' query vectors, without gradient."""
-        order = torch.argsort(slots)
-        keys, slots = keys[order].float(), slots[order]
-        if not self.symmetric:
-            return StepKeys(keys, slots)
-        q = queries[order].float()
-        # Anchors: the keys (rows); candidates: the step's queries (columns).
-        scores = with_margin_on_diagonal(keys @ q.t(), self.margin) / self.temperature  # (N, N)
-        log_z = torch.logsumexp(scores, dim=1)  # (N,)
-        loss = log_z - scores.diagonal()  # (N,)
-        # ∂loss_i/∂q_j = (p_ij − [i = j]) · k_i / τ, with p_ij = softmax over j of row i.
-        weights = torch.exp(scores - log_z[:, None])  # (N, N)
-        weights.diagonal().sub_(1.0)
-        return StepKeys(keys, slots, loss, weights.t() @ keys / self.temperature)
+    def contrast(self, encoder: Encoder, batch: ContrastBatch) -> ContrastOutput:
+        """``forward`` on a batch of pairs (its views' packing included)."""
+        query, key = batch.query, batch.key
+        return self(encoder, query.input_ids, query.attention_mask, key.input_ids, key.attention_mask,
+                    query_packing=query.packing, key_packing=key.packing)  # fmt: skip
 
-    def step_contrast(self, q: torch.Tensor, step: StepKeys, rows: torch.Tensor) -> ContrastOutput:
-        """q (B, d), the pairs' rows (B,) in ``step`` → logits (B, 1 + N + K): the positive,
-        the step's N keys (a query's own masked to −inf), the queue; all in fp32."""
-        q32 = q.float()
-        positives = step.keys[rows]  # (B, d)
-        parts = [(q32 * positives).sum(dim=-1, keepdim=True)]  # (B, 1)
-        own = torch.zeros(q.shape[0], step.keys.shape[0], dtype=torch.bool, device=q.device)
-        own[torch.arange(q.shape[0], device=q.device), rows] = True
-        parts.append((q32 @ step.keys.t()).masked_fill(own, float("-inf")))  # (B, N)
-        if self.queue_size > 0:
-            parts.append(q32 @ self.queue.t().float())  # (B, K)
-        logits = torch.cat(parts, dim=1) / self.temperature
-        reverse = None
-        if step.reverse_grad is not None:
-            # The k→q losses of these pairs' anchors, and a term that is 0 in value and whose
-            # gradient with respect to q is the step's: ∂(Σ_i loss_i)/∂q_j for each query j.
-            passed = (q32 * step.reverse_grad[rows]).sum(dim=-1)  # (B,)
-            reverse = step.reverse_loss[rows] + (passed - passed.detach())
-        return ContrastOutput(logits, positives, self.margin / self.temperature, reverse)
+    def before_micro_steps(self, batches: list[ContrastBatch], context: StepContext) -> None:
+        self._step_keys = []  # a step run for its losses only (the benchmark's check) left some
+
+    def loss(self, encoder: Encoder, batch: ContrastBatch) -> LossTerm:
+        out = self.contrast(encoder, batch)
+        self._step_keys.append(_queued(out.keys, batch))  # enqueued after the optimizer step
+        return LossTerm(out.loss_sum(), {"correct": positive_ranked_first(out.logits.detach()).sum()})
+
+    def count(self, stats) -> int:
+        return stats.num_examples  # pairs (queries)
+
+    def reached_parameters(self, encoder: Encoder) -> list[nn.Parameter]:
+        """The embeddings, the layers up to the universal one and the query projection."""
+        return [*encoder.embeddings.parameters(), *encoder.encoder.layer[: self.layer].parameters(),
+                *self.query_projection.parameters()]  # fmt: skip
+
+    def step_metrics(self, extras: dict[str, float], count: int) -> dict[str, float]:
+        return {"xlco/accuracy": extras["correct"] / count} if count > 0 else {}
+
+    def flops(self, batches: list[ContrastBatch], shape: ModelShape) -> float:
+        return sum(contrast_flops(*view_lengths(batches), shape, self.layer, self.queue_size, self.pooling))
+
+    def pending_flops(self, batches: list[ContrastBatch], shape: ModelShape, examples_per_step: int) -> float:
+        """The keys of the queue's pre-fill still to come, at this step's key FLOPs per draw."""
+        if self.is_full:
+            return 0.0
+        key_flops = contrast_flops(*view_lengths(batches), shape, self.layer, self.queue_size, self.pooling)[1]
+        return self.prefill_batches_needed(examples_per_step) * key_flops
+
+    def extra_encoders(self) -> list[nn.Module]:
+        return [self.key_encoder] if self.key_encoder is not None else []
 
     # --- the life cycle: warm-up, pre-fill, momentum update, enqueue -------------------------
 
     def active_at(self, step: int) -> bool:
         """Whether XLCO trains at optimizer step ``step`` (0-based): from ``start_step`` on."""
         return step >= self.start_step
+
+    def before_step(self, step: int, encoder: Encoder, context: StepContext) -> None:
+        """At XLCO's first step: the warm-up's end, then a queue of real keys."""
+        if not self.active_at(step):
+            return
+        self.end_warm_up(encoder, step)
+        if not self.is_full:
+            self.prefill_from(context)
+
+    def after_step(self, step: int, encoder: Encoder, context: StepContext) -> dict[str, float]:
+        """The key encoder follows (or, in the copy warm-up, waits: m = 1); the step's keys,
+        every rank's in slot order, go into the queue."""
+        with context.phase("ema"):
+            momentum = self.follow(encoder, step)
+        with context.phase("queue"):
+            self.enqueue_step_keys(context)
+        return {} if momentum is None else {"momentum": momentum}
+
+    def enqueue_step_keys(self, context: StepContext) -> None:
+        """The keys the step's micro-batches encoded: on every rank or none (the joint step gives
+        each rank XLCO micro-steps alike), so every rank joins the gather."""
+        if self._step_keys:
+            keys, slots = (torch.cat(part) for part in zip(*self._step_keys))
+            self.enqueue(keys_in_slot_order(keys, slots, context))
+        self._step_keys = []
 
     def key_encoder_frozen_at(self, step: int) -> bool:
         """``key_warmup="copy"`` (the authors' warm-up): no momentum update before ``start_step``."""
@@ -429,13 +332,22 @@ class MomentumContrast(nn.Module):
             self.momentum_update(encoder, momentum=0.0)
 
     @torch.no_grad()
-    def prefill(self, key_batches: Iterable[torch.Tensor]) -> None:
-        """Before XLCO's first step: enqueue each batch of real keys (N_j, d), drawn for the
-        purpose and encoded without gradient (all ranks', in slot order; the trainer draws
-        ``prefill_batches_needed`` of them), so that the first negatives are keys, not the
-        random vectors the queue starts with."""
-        for keys in key_batches:
-            self.enqueue(keys)
+    def prefill_from(self, context: StepContext) -> None:
+        """Enqueue the keys of pairs drawn for the purpose (their own seed stream), encoded as a
+        training step encodes keys, until the queue holds K real keys: through the model's
+        forward (FSDP gathers layer by layer), every rank's in slot order."""
+        draws = context.draws(self.stream, PREFILL_SEED_OFFSET)
+        needed = self.prefill_batches_needed(draws.examples_per_draw)
+        for j in tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not context.progress):
+            interrupt.check()  # the pre-fill of a large queue takes a while
+            parts = [context.side_pass(self.name, "encode_keys_of", batch) for batch in draws.batches(j)]
+            keys, slots = (torch.cat(part) for part in zip(*parts))
+            self.enqueue(keys_in_slot_order(keys, slots, context))
+
+    def encode_keys_of(self, encoder: Encoder, batch: ContrastBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The key vectors (B, d) of a batch and their slots (B,); none of a filler's."""
+        key = batch.key
+        return _queued(self.encode_keys(key.input_ids, key.attention_mask, encoder=encoder, packing=key.packing), batch)
 
     def prefill_batches_needed(self, keys_per_batch: int) -> int:
         """Key batches to encode (without gradient) before the queue holds K real keys."""
@@ -494,3 +406,43 @@ class MomentumContrast(nn.Module):
         self._queue_position = ((start + n) % K, min(filled + n, K))
         self.queue_pointer.fill_(self._queue_position[0])  # the buffers, for checkpoints
         self.queue_filled.fill_(self._queue_position[1])
+
+    def prefill(self, key_batches) -> None:
+        """Enqueue each batch of real keys (N_j, d) in turn: a queue filled by hand (tests, the benchmark)."""
+        for keys in key_batches:
+            self.enqueue(keys)
+
+
+def keys_in_slot_order(keys: torch.Tensor, slots: torch.Tensor, context: StepContext) -> torch.Tensor:
+    """This rank's keys (n, d) and their slots (n,) → every rank's (N, d) in global slot order
+    (ranks hold contiguous slot ranges, so rank order is slot order)."""
+    return context.gather_rows(keys[torch.argsort(slots)].float())
+
+
+def _queued(keys: torch.Tensor, batch: ContrastBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """The keys to enqueue and their slots: none of a filler's, (0, d) and (0,)."""
+    if batch.filler:
+        return keys[:0], batch.slots[:0]
+    return keys, batch.slots
+
+
+def view_lengths(batches: list[ContrastBatch]) -> tuple[list[int], list[int]]:
+    """The real lengths of the batches' query views and key views."""
+    return tuple([n for b in batches for n in getattr(b, view).attention_mask.sum(dim=1).tolist()] for view in ("query", "key"))
+
+
+def contrast_flops(query_lengths: Sequence[int], key_lengths: Sequence[int], shape: ModelShape, layer: int,
+                   queue_size: int, pooling: str) -> tuple[float, float]:
+    """(query side, key side) FLOPs of XLCO on views of these real lengths: the queries forward
+    and backward to the universal layer with their projection, their logits against the
+    positive and the queue (forward, and the gradient for q only); the keys forward only."""
+    d = shape.hidden_size
+    queries = len(query_lengths)
+    projection = 2.0 * d * d * queries
+    logits = 2.0 * d * (1 + queue_size) * queries
+
+    def view(lengths: Sequence[int]) -> float:  # one forward to the universal layer
+        read = [1] * len(lengths) if pooling == "cls" else None
+        return encoder_forward_flops(lengths, shape, layer, read)
+
+    return 3.0 * (view(query_lengths) + projection) + 2.0 * logits, view(key_lengths) + projection

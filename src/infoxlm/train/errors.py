@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import InfoXLMError
 
-__all__ = ["CheckpointCorrupt", "TrainingError", "UnsafeCheckpoint"]
+__all__ = ["CheckpointCorrupt", "NonFiniteStep", "TrainingError", "UnsafeCheckpoint"]
 
 
 class TrainingError(InfoXLMError):
@@ -19,3 +19,8 @@ class CheckpointCorrupt(InfoXLMError):
 class UnsafeCheckpoint(CheckpointCorrupt):
     """A checkpoint file that names code to run when it is unpickled: refused, never skipped
     for an older checkpoint, since it was made, not damaged."""
+
+
+class NonFiniteStep(TrainingError):
+    """A step whose losses or gradient are not finite: stopped before the update (the trainer
+    adds where the last good checkpoint is)."""

@@ -4,95 +4,40 @@
 "Useful" counts the arithmetic the method needs, on real (non-padding) tokens only, so a
 faster implementation never earns a better MFU by doing extra work (padding, vocabulary
 logits at unmasked positions, key layers above the universal layer, top-layer outputs
-nobody reads). A multiply-add is 2 FLOPs. With d the hidden size, f the feed-forward size,
-V the vocabulary, K the queue size:
-
-    P_layer = 4·d² + 2·d·f                  matmul weights of one layer (Q, K, V, O, two FFN)
-    encoder forward, one sequence of T real tokens through n layers, m of whose top-layer
-    outputs are read (m = T unless said otherwise):
-        2·P_layer·(n − 1)·T                 the weight matmuls below the top layer, per token
-      + 4·d²·T + 2·(2·d² + 2·d·f)·m         top layer: keys and values of every token; query,
-                                            output projection and feed-forward of the m only
-      + 4·T·d·(n − 1)·T + 4·m·d·T           attention: QKᵀ and A·V, 2·T·d each per query and layer
-    embeddings                              free (a gather)
-    MLM head forward, per *masked* token:   2·d·d (dense) + 2·d·V (tied decoder)
-    XLCO, per query:                        2·d·d (projection) + 2·d·(1 + K) (positive + queue logits)
+nobody reads). The encoder's and the head's counts are model/flops.py; each objective adds
+up its own (``Objective.flops``), a step is their sum (``trained_flops``):
 
     MMLM, TLM      3 × (encoder forward over all L layers, m = the masked tokens
-                        + head over the masked tokens)
+                        + head over the masked tokens)                  objectives/masked_lm.py
     XLCO query     3 × (encoder forward to the universal layer l + projection)
                    + 2 × logits (forward, and the gradient for q only: the queue is not trained)
     XLCO key       1 × (encoder forward to layer l + projection): no backward
                    (m = 1 per view with the paper's <s> pooling; m = T with mean pooling)
+                   with 2·d·d (projection) + 2·d·(1 + K) (positive + queue logits) per query,
+                   K the queue size                                     objectives/xlco.py
 
 Backward = 2 × forward for everything trained (gradients for activations and for weights).
 In-batch negatives (``contrast.in_batch_negatives``, the demo's) add 2·d·(B − 1) logit FLOPs
 per query, under 0.1 % of the demo's step; they are not counted.
-
-    >>> shape = ModelShape(hidden_size=2, intermediate_size=4, num_layers=1, vocab_size=10)
-    >>> shape.layer_params                  # 4·4 + 2·2·4
-    32
-    >>> encoder_forward_flops([3], shape, 1)  # 2·32·3 + 4·3·2·3
-    264.0
-    >>> encoder_forward_flops([3], shape, 1, outputs=[1])  # 4·4·3 + 2·(2·4 + 2·2·4)·1 + 4·1·2·3
-    120.0
 """
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import time
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-import numpy as np
 import torch
 
+from ..model.flops import ModelShape, encoder_forward_flops, mlm_head_forward_flops
+from ..objectives.masked_lm import masked_lm_flops
+from ..objectives.xlco import contrast_flops
 
-@dataclass(frozen=True)
-class ModelShape:
-    """The sizes the FLOP count depends on."""
-
-    hidden_size: int  # d
-    intermediate_size: int  # f
-    num_layers: int  # L
-    vocab_size: int  # V
-
-    @property
-    def layer_params(self) -> int:
-        """Matmul weights of one layer: Q, K, V, O (4·d²) and the feed-forward pair (2·d·f)."""
-        d, f = self.hidden_size, self.intermediate_size
-        return 4 * d * d + 2 * d * f
-
-    @classmethod
-    def of(cls, config) -> "ModelShape":
-        """The shape of an encoder with this ``EncoderConfig``."""
-        return cls(config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size)
-
-
-def encoder_forward_flops(
-    lengths: Sequence[int], shape: ModelShape, num_layers: int, outputs: Sequence[int] | None = None
-) -> float:
-    """Forward FLOPs of sequences with these real lengths through ``num_layers`` layers.
-
-    ``outputs``: per sequence, how many of its top-layer outputs are read (default: all)."""
-    T = np.asarray(lengths, dtype=np.float64)  # (s,)
-    m = T if outputs is None else np.asarray(outputs, dtype=np.float64)  # (s,)
-    if m.shape != T.shape or (m > T).any():
-        raise ValueError(f"outputs {list(m)}: expected one count per sequence, each at most its length {list(T)}")
-    if num_layers == 0:
-        return 0.0
-    d, f, below = shape.hidden_size, shape.intermediate_size, num_layers - 1
-    lower = 2.0 * shape.layer_params * below * T + 4.0 * T * T * d * below
-    top = 4.0 * d * d * T + 2.0 * (2.0 * d * d + 2.0 * d * f) * m + 4.0 * m * T * d
-    return float((lower + top).sum())
-
-
-def mlm_head_forward_flops(num_masked: int, shape: ModelShape) -> float:
-    """Forward FLOPs of the MLM head at ``num_masked`` positions: dense d×d, decoder d×V."""
-    d = shape.hidden_size
-    return float(num_masked) * (2.0 * d * d + 2.0 * d * shape.vocab_size)
+__all__ = [
+    "ModelShape", "StepFlops", "encoder_forward_flops", "joint_step_flops", "mfu", "mlm_head_forward_flops",
+    "peak_bf16_flops", "product_rate", "run_peak_flops", "step_data_flops", "throughput_metrics", "trained_flops",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -136,23 +81,11 @@ def joint_step_flops(
         )
     if pooling not in ("cls", "mean"):
         raise ValueError(f"pooling={pooling!r}: expected 'cls' or 'mean'")
-    d, L = shape.hidden_size, shape.num_layers
-    queries = len(xlco_query_lengths)
-    projection = 2.0 * d * d * queries
-    logits = 2.0 * d * (1 + queue_size) * queries
-
-    def masked_lm(lengths: Sequence[int], masked: Sequence[int]) -> float:
-        return 3.0 * (encoder_forward_flops(lengths, shape, L, masked) + mlm_head_forward_flops(sum(masked), shape))
-
-    def view(lengths: Sequence[int]) -> float:  # one forward to the universal layer
-        read = [1] * len(lengths) if pooling == "cls" else None
-        return encoder_forward_flops(lengths, shape, contrast_layer, read)
-
-    query = 3.0 * (view(xlco_query_lengths) + projection) + 2.0 * logits
-    key = view(xlco_key_lengths) + projection
+    query, key = contrast_flops(xlco_query_lengths, xlco_key_lengths, shape, contrast_layer, queue_size, pooling)
     return StepFlops(
-        mmlm=masked_lm(mmlm_lengths, mmlm_masked), tlm=masked_lm(tlm_lengths, tlm_masked), xlco_query=query, xlco_key=key
-    )
+        mmlm=masked_lm_flops(mmlm_lengths, mmlm_masked, shape), tlm=masked_lm_flops(tlm_lengths, tlm_masked, shape),
+        xlco_query=query, xlco_key=key,
+    )  # fmt: skip
 
 
 # Dense bf16 peak of the accelerators we compare against (no sparsity), FLOP/s. Keys are
@@ -229,13 +162,10 @@ def step_data_flops(data, shape: ModelShape, contrast_layer: int, queue_size: in
     )
 
 
-def trained_flops(data, shape: ModelShape, contrast, xlco_active: bool) -> float:
-    """Useful FLOPs of the step a run trains on ``data`` (a ``StepData``) under its
-    ``contrast`` settings (a ``ContrastConfig``): no XLCO part while XLCO is not active."""
-    if not xlco_active:
-        data = dataclasses.replace(data, xlco=[])
-    layer = contrast.layer if data.xlco else shape.num_layers
-    return step_data_flops(data, shape, layer, contrast.queue_size, contrast.pooling).total
+def trained_flops(data, shape: ModelShape, objectives, step: int) -> float:
+    """Useful FLOPs of the step a run trains on ``data`` (a ``StepData``): the sum over the
+    objectives active at ``step`` of what each counts on its stream's batches."""
+    return float(sum(o.flops(data.batches(o.stream), shape) for o in objectives if o.active_at(step)))
 
 
 def run_peak_flops(device: torch.device, bf16: bool) -> float | None:

@@ -3,73 +3,68 @@
 ``build_joint_step`` puts the model (``JointModel``, built by ``model_build.build_model``) on
 the device, compiles its layers if asked, wraps it in DDP or shards it with FSDP in a world of
 several processes, and makes the optimizer and the schedule; ``JointStep`` then runs one
-optimizer step on one step's data: (with in-batch negatives, every key of the step first) →
-micro-batches → losses → backward → clip → optimizer → EMA → enqueue, and fills XLCO's queue
-before its first step (``prefill_queue``). The trainer (loop.py) and ``infoxlm bench``
-(bench/engine_step.py) both build theirs here, so the step the benchmark times is the step
-training runs.
+optimizer step on one step's data: the objectives' hooks before it → micro-batches → losses
+→ backward → clip → optimizer → the objectives' hooks after it. It names no objective: it
+runs the model's (objectives/objective.py), whatever they are. The trainer (loop.py) and
+``infoxlm bench`` (bench/engine_step.py) both build theirs here, so the step the benchmark
+times is the step training runs, hooks included.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
-from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
-from tqdm.auto import tqdm
 
-from .. import interrupt
-from ..data.batching import filler_contrast_batch, filler_mlm_batch
-from ..data.pipeline import OBJECTIVES, DataPipeline, StepData
+from ..data.pipeline import FILLERS, OBJECTIVES, DataPipeline, StepData
 from ..data.store import TokenStore
 from ..model.encoder import Encoder
-from ..objectives.xlco import MomentumContrast, StepKeys
-from .checkpoint import last_good_checkpoint
+from ..objectives.objective import Draws, Objective
 from .config import TrainConfig
 from .device_memory import configure_allocator
-from .errors import TrainingError
-from .distributed import World, all_gather_rows, all_reduce_max, all_reduce_sum, sum_over_ranks
+from .distributed import World, all_gather_rows, all_reduce_max, sum_over_ranks
+from .errors import NonFiniteStep
 from .joint_model import JointModel, MicroStepLosses
 from .optim import build_optimizer, build_scheduler
 from .parallelism import clip_gradients_with_norm, distribute, fill_missing_gradients, is_sharded, no_gradient_sync
+from .step_sums import StepResult, SumsOnDevice
 
 __all__ = [
-    "OBJECTIVES", "JointStep", "LossSums", "StepPhases", "StepResult", "TrainingError", "aligned_micro_batch", "build_joint_step",
-    "even_out", "micro_steps", "step_autocast", "step_counts",
+    "JointStep", "StepPhases", "aligned_micro_batch", "build_joint_step", "computes_in_bf16", "even_out",
+    "micro_steps", "step_autocast", "step_counts",
 ]  # fmt: skip
 
 
-# The queue pre-fill draws its own XLCO examples, from a seed stream apart from training's.
-PREFILL_SEED_OFFSET = 1_000_003
-
-
-def build_joint_step(config: TrainConfig, world: World, model: JointModel, *, run_dir: Path | None = None) -> "JointStep":
+def build_joint_step(
+    config: TrainConfig, world: World, model: JointModel, *, store: TokenStore | None = None, progress: bool = False
+) -> "JointStep":
     """The step for this model (built with its fast paths): moved to the world's device, its
     layers compiled if ``run.compile``, in DDP or sharded by FSDP2 (``run.parallelism``) when
-    there are several processes, AdamW with the warm-up / linear-decay schedule."""
+    there are several processes, AdamW with the warm-up / linear-decay schedule. ``store``:
+    where an objective's own draws come from (XLCO's queue pre-fill); without one, an
+    objective that needs them says so. ``progress``: an objective's long work (a queue
+    pre-fill) draws a progress bar."""
     configure_allocator(world.device, config.run.expandable_segments)  # before the first tensor goes to the GPU
     model.to(world.device)
     if config.run.compile:
-        compile_encoders(model.encoder, model.contrast)
+        compile_encoders([model.encoder, *(e for o in model.objectives for e in o.extra_encoders())])
     parallel_model = distribute(model, world, config.run.parallelism, bf16=computes_in_bf16(config, world))
     o = config.optim
     optimizer = build_optimizer(
         model.trainable_parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
     )
     scheduler = build_scheduler(optimizer, o.warmup_steps, o.max_steps, o.schedule, o.decay_fraction)
-    return JointStep(config, world, model, parallel_model, optimizer, scheduler, run_dir=run_dir)
+    return JointStep(config, world, model, parallel_model, optimizer, scheduler, store=store, progress=progress)
 
 
 class StepPhases:
     """The step's phase hook: ``with phases(name): …`` around each part of a training step.
 
-    Parts: data, forward, backward, optimizer, ema, queue (forward and backward once per
-    micro-step; forward also around the step's keys, encoded before any query with in-batch
-    negatives). This default does nothing; the benchmark passes a timer
-    (``bench/timing.PhaseTimer``, which synchronises a GPU at each boundary).
+    Parts: data, forward, backward, optimizer, and the objectives' own (XLCO: ema, queue;
+    forward also around its step keys). This default does nothing; the benchmark passes a
+    timer (``bench/timing.PhaseTimer``, which synchronises a GPU at each boundary).
     """
 
     def __call__(self, phase: str) -> contextlib.AbstractContextManager:
@@ -79,66 +74,9 @@ class StepPhases:
 NO_PHASES = StepPhases()
 
 
-@dataclasses.dataclass
-class LossSums:
-    """A step's summed losses per objective and its XLCO queries whose positive ranked first,
-    over all micro-steps (and, once ``all_reduced``, all ranks)."""
-
-    mmlm: float = 0.0
-    tlm: float = 0.0
-    xlco: float = 0.0
-    xlco_correct: float = 0.0
-
-    def means(self, counts: dict[str, int]) -> dict[str, float]:
-        """Mean loss per objective present in the step (``counts``: its normalisers)."""
-        return {name: getattr(self, name) / counts[name] for name in OBJECTIVES if counts[name] > 0}
-
-
-class SumsOnDevice:
-    """``LossSums`` accumulated on the device in float64 as the micro-steps come (reading a
-    loss on the host would wait for its kernels), read once, after one all-reduce."""
-
-    FIELDS = tuple(f.name for f in dataclasses.fields(LossSums))
-
-    def __init__(self, device: torch.device):
-        self.values = {name: torch.zeros((), dtype=torch.float64, device=device) for name in self.FIELDS}
-
-    def add(self, out: MicroStepLosses) -> None:
-        for name in OBJECTIVES:
-            if getattr(out, name) is not None:
-                self.values[name] += getattr(out, name).detach().double()
-        self.values["xlco_correct"] += out.xlco_correct
-
-    def all_reduced(self, world: World) -> torch.Tensor:
-        """(fields,) float64 on the device: every rank's sums, in ``FIELDS`` order."""
-        return all_reduce_sum(torch.stack([self.values[name] for name in self.FIELDS]), world)
-
-    def read(self, world: World) -> LossSums:
-        """Every rank's sums on the host (waits for the device)."""
-        return LossSums(*self.all_reduced(world).tolist())
-
-
-@dataclasses.dataclass
-class StepResult:
-    """What one JointStep call leaves for the metrics."""
-
-    sums: LossSums  # all ranks
-    counts: dict[str, int]  # the loss normalisers (all ranks)
-    grad_norm: float
-    lr: float
-    momentum: float | None
-
-    def loss_metrics(self) -> dict[str, float]:
-        metrics = {f"loss/{name}": mean for name, mean in self.sums.means(self.counts).items()}
-        if self.counts["xlco"] > 0:
-            metrics["xlco/accuracy"] = self.sums.xlco_correct / self.counts["xlco"]
-        return metrics
-
-
 class JointStep:
-    """The joint step on one step's data: micro-batches → losses → backward → clip → step →
-    EMA → enqueue. ``Trainer.train_step`` runs it; so does the benchmark (bench/), timing its
-    phases through the ``phases`` hook.
+    """The joint step on one step's data. ``Trainer.train_step`` runs it; so does the
+    benchmark (bench/), timing its phases through the ``phases`` hook.
 
     ``parallel_model`` is what the step calls: ``model`` itself in a world of one or sharded
     by FSDP2 (see parallelism.py), else its DistributedDataParallel wrapper.
@@ -153,196 +91,153 @@ class JointStep:
         optimizer: torch.optim.Optimizer,
         scheduler: torch.optim.lr_scheduler.LRScheduler,
         *,
-        run_dir: Path | None = None,
+        store: TokenStore | None = None,
+        progress: bool = False,
     ):
         self.config, self.world, self.model, self.parallel_model = config, world, model, parallel_model
-        self.optimizer, self.scheduler, self.run_dir = optimizer, scheduler, run_dir
+        self.optimizer, self.scheduler, self.store, self.progress = optimizer, scheduler, store, progress
         self.parameters = model.trainable_parameters()
         self.sharded = is_sharded(parallel_model)
 
     @property
-    def contrast(self) -> MomentumContrast | None:
-        return self.model.contrast
+    def objectives(self) -> list[Objective]:
+        return self.model.objectives
 
-    def __call__(self, data: StepData, step: int, xlco_active: bool, phases: StepPhases = NO_PHASES) -> StepResult:
+    def __call__(self, data: StepData, step: int, phases: StepPhases = NO_PHASES) -> StepResult:
         cfg, world = self.config, self.world
+        context = StepContext(self, phases)
+        for objective in self.objectives:
+            objective.before_step(step, self.model.encoder, context)
+        active = [o for o in self.objectives if o.active_at(step)]
         with phases("data"):
-            batches = self.device_batches(data, xlco_active)
-            counts = self._global_counts(data, xlco_active)
-        sums = SumsOnDevice(world.device)
-        keys, key_slots = [], []
+            batches = self.device_batches(data, active)
+            counts = self.global_counts(data, step)
+        sums = SumsOnDevice(self.objectives, world.device)
+        for objective in active:
+            objective.before_micro_steps(batches[objective.stream], context)
         autocast = step_autocast(cfg, world)
-        step_keys, query_seeds = None, [None] * len(batches["xlco"])
-        if batches["xlco"] and self.contrast.in_batch_negatives:
-            if self.contrast.symmetric:  # one dropout seed per XLCO micro-batch, for both its query passes
-                query_seeds = torch.randint(0, 2**62, (len(batches["xlco"]),)).tolist()
-            with phases("forward"):
-                step_keys = self.encode_step_keys(batches["xlco"], query_seeds, autocast)
-        for picked, query_seed, last in micro_steps(batches, query_seeds):
+        for picked, last in micro_steps(batches):
             with no_gradient_sync(self.parallel_model, last):
                 with phases("forward"):
                     with autocast:
                         # The last micro-step touches what no objective reached (see JointModel);
                         # FSDP gets zero gradients for them after the backward instead.
                         touch = last and not self.sharded
-                        out: MicroStepLosses = self.parallel_model(
-                            picked["mmlm"], picked["tlm"], picked["xlco"], touch_unreached=touch,
-                            step_keys=step_keys, query_seed=query_seed,
-                        )  # fmt: skip
-                    loss = self._combine(out, counts) * world.size  # DDP averages over ranks; we want the sum
+                        micro = {o.name: picked[o.stream] for o in active if picked[o.stream] is not None}
+                        out: MicroStepLosses = self.parallel_model(micro, touch_unreached=touch)
+                    loss = self.combine(out, counts) * world.size  # DDP averages over ranks; we want the sum
                     sums.add(out)
-                    if out.keys is not None:
-                        keys.append(out.keys)
-                        key_slots.append(out.key_slots)
                 with phases("backward"):
                     loss.backward()
 
         with phases("optimizer"):
-            if self.sharded:
-                fill_missing_gradients(self.parameters)
-            norm = clip_gradients_with_norm(self.parameters, cfg.optim.clip_norm)  # () on the device
-            # The step's one wait for the device: the losses and the norm read together, since
-            # the host must see both before it lets the optimizer write the weights.
-            *loss_values, grad_norm = torch.cat([sums.all_reduced(world), norm.reshape(1).double()]).tolist()
-            step_sums = LossSums(*loss_values)
-            self._stop_if_not_finite(step_sums, counts, step)
-            if not math.isfinite(grad_norm):
-                # Finite losses, non-finite gradient: the step would write NaN into every weight.
-                # Stop before it (as torchtitan does): a run that diverged is not continued
-                # blindly; the user lowers optim.lr or raises the warm-up and resumes.
-                raise TrainingError(
-                    f"step {step}: the gradient norm is not finite ({grad_norm}) while the losses are; "
-                    f"stopping before the update; {last_good_checkpoint(self.run_dir)}"
-                )
-            lr = self.scheduler.get_last_lr()[0]
-            self.optimizer.step()
-            self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
-
-        with phases("ema"):  # the key encoder follows (or, in the copy warm-up, waits: m = 1)
-            momentum = self.contrast.follow(self.model.encoder, step) if self.contrast is not None else None
-        with phases("queue"):
-            if step_keys is not None:  # every rank's, in slot order already
-                self.contrast.enqueue(step_keys.keys)
-            elif keys:  # on every rank or none: even_out gave each rank XLCO micro-steps alike
-                self.enqueue_in_slot_order(torch.cat(keys), torch.cat(key_slots))
-        return StepResult(sums=step_sums, counts=counts, grad_norm=grad_norm, lr=lr, momentum=momentum)
+            grad_norm, step_sums, lr = self.update(sums, counts, step)
+        metrics: dict[str, float] = {}
+        for objective in self.objectives:
+            metrics.update(objective.step_metrics(step_sums.extras[objective.name], counts[objective.name]))
+        for objective in self.objectives:
+            metrics.update(objective.after_step(step, self.model.encoder, context))
+        return StepResult(sums=step_sums, counts=counts, grad_norm=grad_norm, lr=lr, objective_metrics=metrics)
 
     # --- pieces of the step -----------------------------------------------------------------
 
-    def device_batches(self, data: StepData, xlco_active: bool) -> dict[str, list]:
-        """The step's micro-batches per objective on the device, as many on every rank (``even_out``)."""
-        local = {"mmlm": data.mmlm, "tlm": data.tlm, "xlco": data.xlco if xlco_active else []}
+    def update(self, sums: SumsOnDevice, counts: dict[str, int], step: int):
+        """Clip, check, step the optimizer and the schedule: (gradient norm, the step's sums, lr)."""
+        if self.sharded:
+            fill_missing_gradients(self.parameters)
+        norm = clip_gradients_with_norm(self.parameters, self.config.optim.clip_norm)  # () on the device
+        # The step's one wait for the device: the losses and the norm read together, since
+        # the host must see both before it lets the optimizer write the weights.
+        *loss_values, grad_norm = torch.cat([sums.all_reduced(self.world), norm.reshape(1).double()]).tolist()
+        step_sums = sums.to_sums(loss_values)
+        for name, mean in step_sums.means(counts).items():
+            if not math.isfinite(step_sums.losses[name]):
+                raise NonFiniteStep(f"step {step}: the {name} loss is not finite ({mean}); stopping")
+        if not math.isfinite(grad_norm):
+            # Finite losses, non-finite gradient: the step would write NaN into every weight.
+            # Stop before it (as torchtitan does): a run that diverged is not continued
+            # blindly; the user lowers optim.lr or raises the warm-up and resumes.
+            raise NonFiniteStep(
+                f"step {step}: the gradient norm is not finite ({grad_norm}) while the losses are; stopping before the update"
+            )
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm, step_sums, lr
+
+    def device_batches(self, data: StepData, active: list[Objective]) -> dict[str, list]:
+        """The step's micro-batches per stream on the device (none of a stream that no active
+        objective reads), as many on every rank (``even_out``)."""
+        read = {o.stream for o in active}
+        local = {stream: data.batches(stream) if stream in read else [] for stream in OBJECTIVES}
         return {name: [b.to(self.world.device, non_blocking=True) for b in bs] for name, bs in even_out(local, self.world).items()}
 
-    def _global_counts(self, data: StepData, xlco_active: bool) -> dict[str, int]:
+    def global_counts(self, data: StepData, step: int) -> dict[str, int]:
         """``step_counts`` over all ranks: the loss normalisers."""
-        local = step_counts(data, xlco_active)
+        local = step_counts(data, self.objectives, step)
         return {name: int(total) for name, total in zip(local, sum_over_ranks(list(local.values()), self.world))}
 
-    def _combine(self, out: MicroStepLosses, counts: dict[str, int]) -> torch.Tensor:
+    def combine(self, out: MicroStepLosses, counts: dict[str, int]) -> torch.Tensor:
         """This micro-step's share of the joint loss L = Σ_o w_o · L_o."""
-        cfg = self.config.objectives
-        weights = {"mmlm": cfg.mmlm_weight, "tlm": cfg.tlm_weight, "xlco": cfg.xlco_weight}
         joint_count = sum(counts.values())
-        total = out.touch if out.touch is not None else 0.0
-        for name in OBJECTIVES:
-            loss_sum = getattr(out, name)
-            if loss_sum is None:
+        touch = out.get("")
+        total = touch.loss_sum if touch is not None else 0.0
+        for objective in self.objectives:
+            term = out.get(objective.name)
+            if term is None:
                 continue
             # paper: each objective is the mean over its own units; joint: one shared normaliser.
-            normaliser = counts[name] if cfg.normaliser == "paper" else joint_count
-            total = total + weights[name] * loss_sum / normaliser
+            normaliser = counts[objective.name] if self.config.objectives.normaliser == "paper" else joint_count
+            total = total + objective.weight * term.loss_sum / normaliser
         return total
 
-    def _stop_if_not_finite(self, sums: LossSums, counts: dict[str, int], step: int) -> None:
-        for name, mean in sums.means(counts).items():
-            if not math.isfinite(getattr(sums, name)):
-                raise TrainingError(
-                    f"step {step}: the {name} loss is not finite ({mean}); stopping; {last_good_checkpoint(self.run_dir)}"
-                )
+    def draws(self, stream: str, seed_offset: int) -> Draws:
+        """``StepContext.draws``: the store's examples of ``stream`` from the run's seed plus
+        ``seed_offset``, the same micro-batches on every rank, on the device."""
+        if self.store is None:
+            raise ValueError(f"no token store to draw {stream} examples from (fill the queue first)")
+        data = self.config.data.only(stream, self.config.run.seed + seed_offset)
+        pipeline, world = DataPipeline(self.store, data), self.world
 
-    @torch.no_grad()
-    def encode_step_keys(self, batches: list, query_seeds: list, autocast) -> StepKeys:
-        """Every key of the step, before any query: each XLCO micro-batch's keys (without
-        gradient), gathered from all ranks in slot order (the order of the global batch, the
-        same for any world size or micro-batch budget); with ``contrast.symmetric`` the query
-        vectors too (an extra forward pass without gradient to the universal layer), from
-        which the k→q direction is computed once for the step. Fillers run (every rank calls
-        the same modules) but their vectors are dropped: no filler is a negative."""
-        keys, slots, queries = [], [], []
-        symmetric = self.contrast.symmetric
-        for batch, seed in zip(batches, query_seeds):
-            with autocast:
-                out: MicroStepLosses = self.parallel_model(keys_of=batch, queries_too=symmetric, query_seed=seed)
-            keys.append(out.keys.float())
-            slots.append(out.key_slots)
-            if symmetric:
-                queries.append(out.queries.float())
-        keys, slots = torch.cat(keys), torch.cat(slots)
-        order = torch.argsort(slots)  # ranks hold contiguous slot ranges: gathered in rank order = slot order
-        gathered = [all_gather_rows(keys[order], self.world), all_gather_rows(slots[order], self.world)]
-        if symmetric:
-            gathered.append(all_gather_rows(torch.cat(queries)[order], self.world))
-        return self.contrast.step_keys(*gathered)
+        def batches(j: int) -> list:
+            local = pipeline.step(j, world.rank, world.size).batches(stream)
+            return [b.to(world.device) for b in even_out({stream: local}, world)[stream]]
 
-    def enqueue_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> None:
-        """Keys of all ranks, in global slot order (ranks hold contiguous slot ranges)."""
-        self.contrast.enqueue(self.keys_in_slot_order(keys, slots))
-
-    def keys_in_slot_order(self, keys: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-        """This rank's keys (n, d) and their slots (n,) → every rank's (N, d), in global slot order."""
-        return all_gather_rows(keys[torch.argsort(slots)].float(), self.world)
-
-    # --- before XLCO's first step -------------------------------------------------------------
-
-    @torch.no_grad()
-    def prefill_queue(self, store: TokenStore, *, progress: bool = False) -> None:
-        """Fill XLCO's queue with the keys of examples drawn for the purpose (their own seed
-        stream, XLCO only), encoded as a training step encodes keys: through the parallel
-        model, the same micro-batches on every rank (FSDP gathers layer by layer)."""
-        data_cfg = dataclasses.replace(
-            self.config.data, seed=self.config.run.seed + PREFILL_SEED_OFFSET, mmlm_batch_size=0, tlm_batch_size=0
-        )
-        pipeline = DataPipeline(store, data_cfg)
-        needed = self.contrast.prefill_batches_needed(data_cfg.xlco_batch_size)
-        bar = tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not progress)
-        self.contrast.prefill(self._prefill_keys(pipeline, j) for j in bar)
-
-    def _prefill_keys(self, pipeline: DataPipeline, j: int) -> torch.Tensor:
-        """The keys of the pre-fill's batch ``j``, all ranks', in slot order: (N, d)."""
-        interrupt.check()  # the pre-fill of a large queue takes a while
-        world = self.world
-        keys, slots = [], []
-        for batch in even_out({"xlco": pipeline.step(j, world.rank, world.size).xlco}, world)["xlco"]:
-            out: MicroStepLosses = self.parallel_model(keys_of=batch.to(world.device))
-            keys.append(out.keys)
-            slots.append(out.key_slots)
-        empty = torch.zeros(0, self.model.encoder.config.hidden_size, device=world.device)
-        return self.keys_in_slot_order(
-            torch.cat(keys) if keys else empty,
-            torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long, device=world.device),
-        )
+        return Draws(data.batch_size(stream), batches)
 
 
-def step_counts(data: StepData, xlco_active: bool = True) -> dict[str, int]:
-    """The loss normalisers of this rank's part of a step: masked tokens (MMLM, TLM) and
-    sentences (XLCO, none while it is not active)."""
-    return {
-        "mmlm": data.stats["mmlm"].num_masked,
-        "tlm": data.stats["tlm"].num_masked,
-        "xlco": data.stats["xlco"].num_examples if xlco_active else 0,
-    }
+class StepContext:
+    """What an objective's hooks may use (``objectives.objective.StepContext``): the model's
+    forward for its side passes, the world's gather, its own draws, the phase timer."""
+
+    def __init__(self, step: JointStep, phases: StepPhases):
+        self._step, self.phase, self.progress = step, phases, step.progress
+
+    def side_pass(self, objective: str, method: str, *args: Any) -> Any:
+        with step_autocast(self._step.config, self._step.world):
+            return self._step.parallel_model(side_pass=(objective, method, args))
+
+    def gather_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        return all_gather_rows(rows, self._step.world)
+
+    def draws(self, stream: str, seed_offset: int) -> Draws:
+        return self._step.draws(stream, seed_offset)
 
 
-def micro_steps(batches: dict[str, list], query_seeds: list) -> Iterator[tuple[dict, int | None, bool]]:
-    """(micro-batch per objective or None, XLCO query seed, whether last) for each micro-step.
-    The lists are aligned at the end, so that the last (synchronising) micro-step carries
-    every objective of the step."""
+def step_counts(data: StepData, objectives: list[Objective], step: int) -> dict[str, int]:
+    """The loss normalisers of this rank's part of a step, per objective (0 while one is not
+    active): masked tokens for MMLM and TLM, pairs for XLCO (``Objective.count``)."""
+    return {o.name: o.count(data.stats[o.stream]) if o.active_at(step) else 0 for o in objectives}
+
+
+def micro_steps(batches: dict[str, list]) -> Iterator[tuple[dict, bool]]:
+    """(micro-batch per stream or None, whether last) for each micro-step. The lists are
+    aligned at the end, so that the last (synchronising) micro-step carries every stream of
+    the step."""
     count = max(len(b) for b in batches.values())
     for i in range(count):
-        picked = {name: aligned_micro_batch(b, i, count) for name, b in batches.items()}
-        yield picked, aligned_micro_batch(query_seeds, i, count), i == count - 1
+        yield {name: aligned_micro_batch(b, i, count) for name, b in batches.items()}, i == count - 1
 
 
 def computes_in_bf16(config: TrainConfig, world: World) -> bool:
@@ -360,31 +255,28 @@ def step_autocast(config: TrainConfig, world: World) -> torch.autocast:
 LAYER_GRAPHS = 16
 
 
-def compile_encoders(encoder: Encoder, contrast: MomentumContrast | None, backend: str = "inductor") -> None:
-    """``run.compile``: the query encoder's layers and the key encoder's (see ``Encoder.compile_layers``)."""
+def compile_encoders(encoders: list[Encoder], backend: str = "inductor") -> None:
+    """``run.compile``: the layers of these encoders (the query encoder and the objectives' own,
+    XLCO's key encoder; see ``Encoder.compile_layers``)."""
     # torch._dynamo's recompile limit is one setting for the whole process, so it is raised
     # here, where a run decides to compile, once, and never lowered: past the limit the
     # layers' remaining forms would run uncompiled. Only a function that really meets more
     # forms than the default makes more graphs.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, LAYER_GRAPHS)
-    encoder.compile_layers(backend)
-    if contrast is not None and contrast.key_encoder is not None:
-        contrast.key_encoder.compile_layers(backend)
-
-
-FILLERS = {"mmlm": filler_mlm_batch, "tlm": filler_mlm_batch, "xlco": filler_contrast_batch}
+    for encoder in encoders:
+        encoder.compile_layers(backend)
 
 
 def even_out(batches: dict[str, list], world: World) -> dict[str, list]:
-    """Each objective's micro-batches (name → list, names from ``FILLERS``), led by as many
-    fillers as it takes to reach the most that any rank has.
+    """Each stream's micro-batches (name → list, names from ``data.pipeline.FILLERS``), led by
+    as many fillers as it takes to reach the most that any rank has.
 
-    Ranks draw different examples, so one may need more micro-batches of an objective than
+    Ranks draw different examples, so one may need more micro-batches of a stream than
     another. Every rank must still run the same micro-steps, each with the same objectives:
     FSDP gathers a layer's weights for every call of it and reduce-scatters its gradients in
     the backward pass, so every rank has to call the same modules in the same order, and DDP
     needs a loss in every micro-step. A filler (one short row) runs those modules and counts
-    0 (``JointModel.forward``). One all-reduce of a count per objective; nothing in one process.
+    0 (``JointModel.forward``). One all-reduce of a count per stream; nothing in one process.
     """
     if not world.distributed:
         return batches

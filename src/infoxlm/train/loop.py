@@ -43,7 +43,7 @@ from .distributed import (
     shutdown,
     sum_over_ranks,
 )
-from .errors import TrainingError
+from .errors import NonFiniteStep, TrainingError
 from .export import write_run_encoder
 from .flops import ModelShape, run_peak_flops, throughput_metrics, trained_flops
 from .joint_step import NO_PHASES, StepPhases, build_joint_step, computes_in_bf16
@@ -126,8 +126,8 @@ class Trainer:
             self.config, self.store.vocab_size, distributed=self.world.distributed, store_root=self.store.root,
             check_encoder=resume.check_encoder if resume is not None else None,
         )  # fmt: skip
-        self.encoder, self.contrast = model.encoder, model.contrast
-        self.joint_step = step = build_joint_step(self.config, self.world, model, run_dir=self.run_dir)
+        self.encoder = model.encoder
+        self.joint_step = step = build_joint_step(self.config, self.world, model, store=self.store, progress=self.progress)
         self.model, self.parallel_model, self.optimizer, self.scheduler = step.model, step.parallel_model, step.optimizer, step.scheduler
         r = self.config.run
         self.checkpoints = CheckpointWriter(
@@ -243,7 +243,7 @@ class Trainer:
             print(self.summary(), flush=True)
             for line in self.notes:
                 print(line, file=sys.stderr, flush=True)
-            slow = estimate_step(cfg, self.shape, self.world, self.pipeline, self.step, self.contrast)
+            slow = estimate_step(cfg, self.shape, self.world, self.pipeline, self.step, self.model.objectives)
             if slow:  # before the queue fills and the first step runs: time to pick another preset
                 print(slow, file=sys.stderr, flush=True)
         wandb = None
@@ -337,35 +337,31 @@ class Trainer:
             )
 
     def train_step(self, phases: "StepPhases | None" = None) -> dict[str, float]:
-        """One optimizer step: data → ``JointStep`` (losses → backward → clip → step → EMA →
-        enqueue) → metrics. ``phases`` (default: none) wraps each part, see ``StepPhases``."""
+        """One optimizer step: seed → data → ``JointStep`` (the objectives' hooks, losses,
+        backward, clip, update) → metrics. ``phases`` (default: none) wraps each part, see
+        ``StepPhases``."""
         phases = phases or NO_PHASES
         cfg, world, step = self.config, self.world, self.step
         started = time.perf_counter()
         torch.manual_seed(_mix(cfg.run.seed, step, world.rank))  # dropout: a function of (seed, step, rank)
-        # XLCO's life cycle (objectives/xlco.py): the warm-up's end, then a full queue, before
-        # its first step; the momentum update and the enqueue run inside the joint step.
-        xlco_active = self.contrast is not None and self.contrast.active_at(step)
-        if xlco_active:
-            self.contrast.end_warm_up(self.encoder, step)
-            if not self.contrast.is_full:
-                self.joint_step.prefill_queue(self.store, progress=self.progress)
         with phases("data"):
             data = self.data.step(step)  # built in the background during the last step (step_prefetch.py)
-        result = self.joint_step(data, step, xlco_active, phases)
+        try:
+            result = self.joint_step(data, step, phases)
+        except NonFiniteStep as err:  # said with where to resume from
+            raise TrainingError(f"{err}; {last_good_checkpoint(self.run_dir)}") from None
 
         seconds = time.perf_counter() - started
         tokens = sum(s.num_tokens for s in data.stats.values())
         positions = sum(s.num_positions for s in data.stats.values())
-        flops = trained_flops(data, self.shape, cfg.contrast, xlco_active)
+        flops = trained_flops(data, self.shape, self.model.objectives, step)
         totals = sum_over_ranks([tokens, positions, flops], world)
         metrics = {"lr": result.lr, "grad_norm": result.grad_norm, "seconds": seconds}
         metrics.update(result.loss_metrics())
-        if result.momentum is not None:
-            metrics["momentum"] = result.momentum
         metrics.update(throughput_metrics(*totals, seconds=seconds, devices=world.size, peak_flops=self.peak_flops))
         metrics["eta_s"] = seconds * (cfg.optim.max_steps - step - 1)
         return metrics
+
 
 def _mix(*values: int) -> int:
     """A 63-bit seed from several integers (the same on every platform and Python run)."""

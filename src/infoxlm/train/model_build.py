@@ -1,8 +1,9 @@
 """The model a run trains, built from its config one way for the trainer and ``infoxlm bench``.
 
 ``build_model`` makes the query encoder (fresh, of ``model.size``, or continued from
-``model.init``), the XLCO unit on it (``MomentumContrast``, when XLCO is on) and the module
-holding both (``JointModel``), with the fast paths and activation checkpointing the config
+``model.init``), the run's objectives on it (objectives/registry.py: MMLM, TLM, XLCO's
+momentum contrast, each when its batch size is positive) and the module holding them all
+(``JointModel``), with the fast paths and activation checkpointing the config
 asks for, chosen here once. ``joint_step.build_joint_step`` then puts it on the device and
 in parallel. The trainer (loop.py) and the benchmark (bench/engine_step.py) both call it, so
 the model the benchmark times is the one training builds.
@@ -17,7 +18,8 @@ from typing import Callable
 from ..model.config import EncoderConfig
 from ..model.encoder import Encoder
 from ..model.fast_paths import FastPaths
-from ..objectives.xlco import MomentumContrast
+from ..objectives.objective import Objective
+from ..objectives.registry import build_objectives as build_registered
 from .config import TrainConfig
 from .errors import TrainingError
 from .joint_model import JointModel
@@ -34,7 +36,7 @@ def build_model(
     store_root: Path | None = None,
     check_encoder: Callable[[EncoderConfig], None] | None = None,
 ) -> JointModel:
-    """The encoder and (with XLCO on) its contrast, in one ``JointModel``, on the CPU.
+    """The encoder and the run's objectives, in one ``JointModel``, on the CPU.
 
     ``vocab_size``: the token store's (a fresh encoder's vocabulary; an ``model.init`` one
     must have it, else a TrainingError naming ``store_root``). ``fast_paths``: default, the
@@ -47,7 +49,7 @@ def build_model(
     encoder = build_encoder(config, vocab_size, fast_paths, store_root=store_root)
     if check_encoder is not None:
         check_encoder(encoder.config)
-    return JointModel(encoder, build_contrast(config, encoder))
+    return JointModel(encoder, build_objectives(config, encoder))
 
 
 def training_fast_paths(config: TrainConfig, distributed: bool) -> FastPaths:
@@ -82,18 +84,16 @@ def build_encoder(config: TrainConfig, vocab_size: int, fast_paths: FastPaths, *
     return encoder
 
 
-def build_contrast(config: TrainConfig, encoder: Encoder) -> MomentumContrast | None:
-    """XLCO's key encoder, projections and queue on ``encoder`` (``contrast.*``); None when
-    XLCO is off. A value it cannot take is a TrainingError naming the field."""
-    if "xlco" not in config.data.enabled:
-        return None
-    c = config.contrast
-    if not 1 <= c.layer <= encoder.num_layers:
-        raise TrainingError(f"contrast.layer={c.layer}: the encoder has layers 1 … {encoder.num_layers}")
+def build_objectives(config: TrainConfig, encoder: Encoder) -> list[Objective]:
+    """The run's objectives on ``encoder`` (objectives/registry.py: MMLM, TLM, XLCO and any
+    registered one, each on where the config turns it on). A value one cannot take is a
+    TrainingError naming the field."""
+    if config.data.xlco_batch_size > 0 and not 1 <= config.contrast.layer <= encoder.num_layers:
+        raise TrainingError(f"contrast.layer={config.contrast.layer}: the encoder has layers 1 … {encoder.num_layers}")
     try:
-        return MomentumContrast(encoder, c)
-    except ValueError as err:  # its messages start with the field: "pooling='max': …"
-        raise TrainingError(f"contrast.{err}") from None
+        return build_registered(config, encoder)
+    except ValueError as err:  # the built-in ones' messages start with the field: "layer=9: …"
+        raise TrainingError(f"objectives: {err}") from None
 
 
 def encoder_to_continue(

@@ -40,15 +40,13 @@ def distribute(model: JointModel, world: World, parallelism: str, bf16: bool) ->
 
 
 def shard(model: JointModel, world: World, bf16: bool) -> None:
-    """FSDP2 over all processes: one unit per encoder layer (query and key encoder), the root last."""
+    """FSDP2 over all processes: one unit per encoder layer (the query encoder and the objectives' own: XLCO's key encoder), the root last."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mesh = init_device_mesh(world.device.type, (world.size,))
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if bf16 else None, reduce_dtype=torch.float32)
-    encoders = [model.encoder]
-    if model.contrast is not None and model.contrast.key_encoder is not None:
-        encoders.append(model.contrast.key_encoder)
+    encoders = [model.encoder, *(e for o in model.objectives for e in o.extra_encoders())]  # XLCO's key encoder
     for encoder in encoders:
         for layer in encoder.encoder.layer:
             fully_shard(layer, mesh=mesh, mp_policy=policy)

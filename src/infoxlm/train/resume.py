@@ -178,8 +178,8 @@ class Resume:
                 "continue it with run.parallelism=ddp until its next checkpoint, which is sharded"
             )
         step.model.encoder.load_state_dict(self.state["model"])
-        if step.contrast is not None:
-            step.contrast.load_state_dict(self.state["contrast"])
+        if step.model.contrast is not None:
+            step.model.contrast.load_state_dict(self.state["contrast"])
         step.optimizer.load_state_dict(self.state["optimizer"])
 
 
@@ -225,13 +225,20 @@ def tensor_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> di
     return state
 
 
+# Where a JointModel submodule's state sits in a checkpoint: the encoder under "model", XLCO's
+# unit under "contrast" (both read by `infoxlm export` and earlier releases); the state of any
+# other objective with tensors of its own under "objective.NAME".
+CHECKPOINT_PARTS = {"encoder": "model", "contrast": "contrast"}
+OTHER_OBJECTIVE = "objective."
+
+
 def split_state(joint_state: dict[str, Any]) -> dict[str, Any]:
-    """JointModel's state dict → {"model": the encoder's, "contrast": the contrast's or None}:
-    the layout of every infoxlm checkpoint (``infoxlm export`` reads "model")."""
+    """JointModel's state dict → {"model": the encoder's, "contrast": the contrast's or None,
+    "objective.NAME": another objective's}: the layout of every infoxlm checkpoint."""
     parts: dict[str, Any] = {"model": {}, "contrast": {}}
     for name, value in joint_state.items():
         part, _, rest = name.partition(".")
-        parts["model" if part == "encoder" else "contrast"][rest] = value
+        parts.setdefault(CHECKPOINT_PARTS.get(part, OTHER_OBJECTIVE + part), {})[rest] = value
     parts["contrast"] = parts["contrast"] or None
     return parts
 
@@ -240,6 +247,9 @@ def joined_state(state: dict[str, Any]) -> dict[str, Any]:
     """The inverse of ``split_state``: JointModel's state dict."""
     joined = {f"encoder.{k}": v for k, v in state["model"].items()}
     joined.update({f"contrast.{k}": v for k, v in (state["contrast"] or {}).items()})
+    for part, tensors in state.items():
+        if part.startswith(OTHER_OBJECTIVE):
+            joined.update({f"{part[len(OTHER_OBJECTIVE):]}.{k}": v for k, v in tensors.items()})
     return joined
 
 

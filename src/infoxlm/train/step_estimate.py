@@ -18,10 +18,10 @@ import math
 import torch
 
 from ..data.pipeline import DataPipeline
-from ..objectives.xlco import MomentumContrast
+from ..objectives.objective import Objective
 from .config import TrainConfig
 from .distributed import World
-from .flops import ModelShape, joint_step_flops, peak_bf16_flops, product_rate, step_data_flops
+from .flops import ModelShape, joint_step_flops, peak_bf16_flops, product_rate, trained_flops
 from .joint_step import computes_in_bf16
 
 SLOW_STEP_S = 60.0  # a step longer than this is announced
@@ -65,19 +65,17 @@ def matmul_rate(device: torch.device, bf16: bool) -> tuple[float, str]:
 
 
 def estimate_step(config: TrainConfig, shape: ModelShape, world: World, pipeline: DataPipeline, step: int,
-                  contrast: MomentumContrast | None) -> str | None:
+                  objectives: list[Objective]) -> str | None:
     """The warning for a run about to take ``step`` (its first), or None where a step takes
-    under a minute. ``pipeline``, ``contrast``: the run's own; read, not changed."""
+    under a minute. ``pipeline``, ``objectives``: the run's own; read, not changed."""
     if full_length_flops(config, shape, world.size) / SLOWEST_RATE <= SLOW_STEP_S:
         return None
     rate, source = matmul_rate(world.device, bf16=computes_in_bf16(config, world))
-    c = config.contrast
     data = pipeline.step(step, world.rank, world.size)  # as the run will draw it
-    flops = step_data_flops(data, shape, c.layer if data.xlco else shape.num_layers, c.queue_size, c.pooling)
-    prefill = contrast.prefill_batches_needed(config.data.xlco_batch_size) if contrast is not None and not contrast.is_full else 0
+    flops = trained_flops(data, shape, objectives, step)
+    pending = sum(o.pending_flops(data.batches(o.stream), shape, config.data.batch_size(o.stream)) for o in objectives)
     return slow_step_warning(
-        flops.total, rate, source, world.device.type, steps_left=config.optim.max_steps - step,
-        prefill_flops=prefill * flops.xlco_key,
+        flops, rate, source, world.device.type, steps_left=config.optim.max_steps - step, prefill_flops=pending,
     )  # fmt: skip
 
 

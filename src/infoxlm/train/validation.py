@@ -37,6 +37,7 @@ from ..data.batching import MLMBatch
 from ..data.pipeline import DataPipeline
 from ..data.store import TokenStore
 from ..model.packing import Packing
+from ..objectives.masked_lm import MaskedLM
 from ..special_tokens import BOS_ID, EOS_ID, PAD_ID
 from .config import TrainConfig
 from .errors import TrainingError
@@ -140,10 +141,11 @@ def _check_store(store: TokenStore, train_store: TokenStore) -> None:
 
 def _masked_lm_loss(model: JointModel, batches: list[MLMBatch], device: torch.device, autocast) -> float:
     """Mean cross-entropy over all masked tokens of ``batches``."""
-    total = 0.0
+    total, objective = 0.0, MaskedLM("held-out")
     for batch in batches:
         with autocast:
-            total += float(model.masked_lm_losses(batch.to(device))[0])
+            predicted = objective.loss(model.encoder, batch.to(device))  # the masked tokens' states
+            total += float(model.vocabulary_losses({"held-out": predicted})["held-out"].loss_sum)
     return total / max(1, sum(b.num_masked for b in batches))
 
 
