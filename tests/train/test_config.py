@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from infoxlm.train.config import ConfigError, TrainConfig, apply_overrides, load_config_file
+from infoxlm.train.config import ConfigError, TrainConfig, apply_overrides, load_config_file, resolve_config
 from infoxlm.train.contrast_recipes import CONTRAST_RECIPES, recipe_overrides
 from infoxlm.train.presets import preset
 
@@ -236,3 +236,13 @@ def test_print_config_shows_the_schedules_and_refuses_a_malformed_one(capsys):
     assert "mask_schedule: '200' is not STEP:VALUE" in capsys.readouterr().err
     assert main(["pretrain", "--preset", "test", "--set", "optim.schedule=cosine", "--print-config"]) == 1
     assert "optim.schedule='cosine': expected one of linear, wsd" in capsys.readouterr().err
+
+
+def test_the_data_follow_run_seed_and_another_data_seed_is_refused():
+    """One seed per run: data.seed is resolved to run.seed (visible in --print-config), and a
+    data.seed that differs is refused rather than silently overwritten."""
+    resolved = resolve_config(apply_overrides(preset("test"), ["run.seed=7"]))
+    assert resolved.data.seed == 7
+    assert apply_overrides(preset("test"), ["run.seed=5", "data.seed=5"]).data.seed == 5
+    with pytest.raises(ConfigError, match=r"data.seed=5: expected run.seed \(0\), which the data follow; set run.seed=5"):
+        apply_overrides(preset("test"), ["data.seed=5"])

@@ -1,11 +1,10 @@
 """Typed pre-training configuration and overrides from the command line.
 
 A ``TrainConfig`` is a tree of small dataclasses (model, data, objectives, contrast, optim,
-run); its defaults are the paper's base recipe, and the named presets (train/presets.py) are
-functions that build one. Any field can be overridden with ``section.field=value``
-(``optim.lr=1e-4``, ``data.mixup=false``) from the command line or a JSON file, or changed
-from Python with typed values (``changed``). The resolved config is printed at the start of a
-run and saved in the run directory and in every checkpoint.
+run) whose defaults are the paper's base recipe; the presets (train/presets.py) build one.
+Any field can be overridden with ``section.field=value`` (``optim.lr=1e-4``) from the command
+line or a JSON file, or changed from Python with typed values (``changed``). The resolved
+config is printed at a run's start and saved in its directory and every checkpoint.
 
     >>> cfg = TrainConfig()
     >>> cfg.contrast.layer, cfg.optim.lr, cfg.data.xlco_batch_size
@@ -152,9 +151,8 @@ class ContrastConfig(Section):
     # of the <s> state ("cls", the paper) — the pooling Tatoeba-style retrieval reads.
     pooling: str = "cls"
     start_step: int = 0  # XLCO joins after this many steps (key-encoder warm-up from scratch)
-    # The key encoder during those start_step steps: "copy" (the authors' code) keeps it frozen
-    # and copies the query encoder into it just before XLCO starts; "momentum" lets it follow
-    # the query encoder by the momentum update all along. The paper says only "a warm-up".
+    # The key encoder during those start_step steps: "copy" (the authors' code) frozen, then a
+    # copy of the query encoder; "momentum" follows it all along. The paper says "a warm-up".
     key_warmup: str = "copy"
     # The authors' code runs the momentum encoder in training mode (dropout as model.dropout);
     # false runs it in eval mode (no dropout on the keys, MoCo-style).
@@ -343,6 +341,9 @@ class TrainConfig:
                 "data.mmlm_batch_size, data.tlm_batch_size and data.xlco_batch_size are all 0: "
                 "nothing to train; expected at least one objective with a positive batch size"
             )
+        if self.data.seed not in (0, self.run.seed):  # 0: not set; a run resolves it to run.seed
+            seed = self.data.seed
+            raise ConfigError(f"data.seed={seed}: expected run.seed ({self.run.seed}), which the data follow; set run.seed={seed}")
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -476,9 +477,8 @@ def _replace_section(config: TrainConfig, name: str, fields: dict[str, Any]) -> 
 
 
 def resolve_config(config: TrainConfig, device: torch.device | None = None) -> TrainConfig:
-    """The one seed of the run decides the data as well; on ``device`` (the run's, once known),
-    the choices left to it are made: ``run.compile`` and ``run.prefetch_data`` null → on a GPU
-    only."""
+    """The one seed of the run decides the data as well (data.seed = run.seed); on ``device``
+    (the run's, once known), ``run.compile`` and ``run.prefetch_data`` null → on a GPU only."""
     config.data = dataclasses.replace(config.data, seed=config.run.seed)
     if device is not None:
         gpu, r = device.type == "cuda", config.run
