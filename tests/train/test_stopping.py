@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -220,3 +221,12 @@ def test_an_ignored_sigint_stays_ignored_and_a_stop_request_restores_the_handler
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_the_stop_line_is_never_spliced_into_the_progress_bar(store, tmp_path, capsys):
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(RunStopped):
+        pretrain(apply_overrides(preset("test"), OVERRIDES), store, tmp_path / "run", progress=True, stop_at=2)
+    err = capsys.readouterr().err
+    assert "pretrain:" in err  # the bar was drawn
+    pieces = re.split(r"[\r\n]", err)  # what a terminal shows on each line, each redraw
+    assert any(piece.startswith("stopped after step 2 of 8") for piece in pieces), err[-600:]

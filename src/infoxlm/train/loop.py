@@ -329,11 +329,11 @@ class Trainer:
         self.stopped = reason
         if self.world.is_main:
             same = "the same command without --stop-at" if self.stop.stop_at is not None else "the same command"
-            print(
+            # tqdm.write: on a line of its own, the progress bar cleared first and drawn again below.
+            tqdm.write(
                 f"stopped after step {self.step} of {self.config.optim.max_steps} ({reason}); "
                 f"{checkpoint_path(self.run_dir, self.step)} written; {same} continues the run",
                 file=sys.stderr,
-                flush=True,
             )
 
     def train_step(self, phases: "StepPhases | None" = None) -> dict[str, float]:
