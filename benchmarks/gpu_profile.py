@@ -37,7 +37,7 @@ from collections import defaultdict
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from infoxlm.bench.bench_cli import parse_batches
+from infoxlm.commands.bench import parse_batches
 from infoxlm.bench.engine_step import EngineStep
 from infoxlm.train.flops import ModelShape, peak_bf16_flops
 from infoxlm.bench.step_benchmark import data_flops, fill_queue, train_config

@@ -169,9 +169,9 @@ def resolved_config(args: argparse.Namespace):
 
 def _resolved(args: argparse.Namespace):
     """(config, lines to say on stderr: the contrast layer --init gave and any warnings)."""
-    from .config import apply_overrides, load_config_file
-    from .presets import preset
-    from .continuation import adopt_recorded_layer, continuation_warnings
+    from ..train.config import apply_overrides, load_config_file
+    from ..train.presets import preset
+    from ..train.continuation import adopt_recorded_layer, continuation_warnings
 
     config = preset(args.preset)
     overrides = load_config_file(args.config) if args.config else []
@@ -197,12 +197,12 @@ def _resolved(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from .checkpoint import latest_checkpoint, list_checkpoints
-    from .config import resolve_config
-    from .console import finished_lines
-    from .continuation import refuse_without_init
-    from .loop import pretrain
-    from .stopping import RunStopped
+    from ..train.checkpoint import latest_checkpoint, list_checkpoints
+    from ..train.config import resolve_config
+    from ..train.console import finished_lines
+    from ..train.continuation import refuse_without_init
+    from ..train.loop import pretrain
+    from ..train.stopping import RunStopped
 
     config, notes = _resolved(args)
     if args.print_config:
@@ -270,7 +270,7 @@ def run_export(args: argparse.Namespace) -> int:
     from ..export.model_card import write_model_card
     from ..model.hub import written_by_infoxlm
     from ..outputs import atomic_dir, check_output_dir
-    from .model_source import RUN, open_model, resolve_model
+    from ..train.model_source import RUN, open_model, resolve_model
 
     st = args.format == "sentence-transformers"
     if not st and (args.layer is not None or args.pooling is not None):
