@@ -96,7 +96,7 @@ def build(args: argparse.Namespace, device: torch.device) -> tuple[EngineStep, l
     batches = parse_batches(args.batch, args.max_tokens, size.batches(device.type))
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length,
                          batches.mmlm, batches.tlm, batches.xlco, batches.max_tokens)
-    shape = ModelShape.of(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
+    shape = ModelShape.of(EncoderConfig.of_size(size.encoder, vocab_size=size.vocab_size))
     config = train_config(size, device, not args.fp32)
     config.run.compile = args.compile
     fast_paths = dataclasses.replace(

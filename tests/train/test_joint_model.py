@@ -35,7 +35,7 @@ from test_loop import structured_store
 def _parts(seed: int = 0, fast_paths: FastPaths = FastPaths.training(single_process=True), checkpointing: bool = False):
     size = SIZES["test"]
     torch.manual_seed(seed)
-    config = EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size)
+    config = EncoderConfig.of_size(size.encoder, vocab_size=size.vocab_size)
     encoder = Encoder(config, fast_paths, activation_checkpointing=checkpointing)
     encoder.set_dropout(0.0)
     encoder.pooler.requires_grad_(False)

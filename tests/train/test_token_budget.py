@@ -48,7 +48,7 @@ MEMORY_STEP = {"base": 2 + 10 + 3, "large": 2 + 5 + 3}  # warm-up + timed + 3: t
 
 
 def joint_model(size: str, vocab_size: int, contrast_layer: int, queue_size: int) -> JointModel:
-    encoder = Encoder(EncoderConfig.preset(size, vocab_size=vocab_size))
+    encoder = Encoder(EncoderConfig.of_size(size, vocab_size=vocab_size))
     contrast = MomentumContrast(encoder, ContrastConfig(layer=contrast_layer, queue_size=queue_size, key_dropout=False))
     return JointModel(encoder, contrast)
 

@@ -159,7 +159,7 @@ class Plan:
 
     @property
     def shape(self) -> ModelShape:
-        return ModelShape.of(EncoderConfig.preset(self.size.encoder, vocab_size=self.size.vocab_size))
+        return ModelShape.of(EncoderConfig.of_size(self.size.encoder, vocab_size=self.size.vocab_size))
 
 
 def plan_benchmark(

@@ -53,7 +53,7 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
     t.add_argument("--src", type=Path, default=None, help="with --tgt: your own pairs, line i of SRC translating line i of TGT (English)")
     t.add_argument("--tgt", type=Path, default=None, help="the English side of --src")
     t.add_argument("--langs", nargs="+", default=None,
-                   help="codes (de or deu) or presets paper14, xtreme36 (default: all in --data; for a TSV or --src, "
+                   help="codes (de or deu) or the language sets paper14, xtreme36 (default: all in --data; for a TSV or --src, "
                         "the language of its file name)")
     add_layer_arguments(t, "hidden_states index, or 'all' (default: XTREME's layer, see above)")
     t.set_defaults(func=run_eval_tatoeba)
