@@ -42,7 +42,7 @@ from infoxlm.bench.engine_step import EngineStep
 from infoxlm.train.flops import ModelShape, peak_bf16_flops
 from infoxlm.bench.step_benchmark import data_flops, fill_queue, train_config
 from infoxlm.bench.sizes import Batches, bench_size
-from infoxlm.bench.synthetic_batches import SyntheticSpec, step_tokens, synthetic_step
+from infoxlm.data.synthetic_batches import SyntheticSpec, step_tokens, synthetic_step
 from infoxlm.bench.timing import PhaseTimer, device_sync
 from infoxlm.data.pipeline import StepData
 from infoxlm.model.config import EncoderConfig

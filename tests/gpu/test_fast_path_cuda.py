@@ -23,7 +23,7 @@ def _demo_micro_step(non_blocking: bool = False):
     MMLM, TLM and XLCO batches there: (encoder, contrast, [mmlm, tlm, xlco])."""
     from infoxlm.bench.step_benchmark import train_config
     from infoxlm.bench.sizes import SIZES
-    from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+    from infoxlm.data.synthetic_batches import SyntheticSpec, synthetic_step
     from infoxlm.model.config import EncoderConfig
     from infoxlm.model.encoder import Encoder
     from infoxlm.objectives.xlco import MomentumContrast

@@ -42,7 +42,7 @@ from .engine_step import EngineStep
 from .hf_baseline import HFBaseline, require_transformers
 from .matmul_rate import step_product_rates
 from .sizes import Batches, BenchError, BenchSize, bench_size
-from .synthetic_batches import SyntheticSpec, synthetic_step
+from ..data.synthetic_batches import SyntheticSpec, synthetic_step
 from .timing import PHASES, PhaseTimer, device_sync, peak_growth, process_peak_rss_bytes
 
 MB = 1024 * 1024
