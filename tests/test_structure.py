@@ -32,7 +32,7 @@ LAYERS = (
     ("model",),
     ("tokenizer", "tokenizer_files", "sentencepiece_charsmap", "unigram_trainer"),
     ("__init__", "shipped", "outputs", "file_lock", "created_paths", "special_tokens", "cli_args", "interrupt",
-     "version", "json_files", "errors"),
+     "version", "json_files", "errors", "lazy_exports"),
 )
 
 

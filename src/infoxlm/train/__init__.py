@@ -19,7 +19,7 @@ this file first, and it loads no torch.
 
 from __future__ import annotations
 
-import importlib
+from ..lazy_exports import lazy_exports
 
 # Public name → the module that defines it (imported when the name is first read).
 _LAZY = {
@@ -33,13 +33,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value  # read once; later reads skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
