@@ -24,7 +24,7 @@ import time
 import torch
 
 from cpu_step_profile import ProfiledPhases, build
-from infoxlm.bench.synthetic_batches import synthetic_step
+from infoxlm.data.synthetic_batches import synthetic_step
 from infoxlm.model.fast_paths import FastPaths
 
 VARIANTS = ("none", "no-packing", "compiled")

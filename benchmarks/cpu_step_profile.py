@@ -42,7 +42,7 @@ from infoxlm.bench.engine_step import EngineStep
 from infoxlm.bench.matmul_rate import SQUARE
 from infoxlm.bench.step_benchmark import data_flops, fill_queue, train_config
 from infoxlm.bench.sizes import bench_size
-from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+from infoxlm.data.synthetic_batches import SyntheticSpec, synthetic_step
 from infoxlm.model.fast_paths import FastPaths
 from infoxlm.train.flops import ModelShape, product_rate
 

@@ -71,12 +71,12 @@ def tatoeba_sentences(count: int) -> list[str]:
     return sentences
 
 
-def write_model(directory: Path, preset: str, seed: int = 0) -> Tokenizer:
-    """A fresh encoder of the ``preset`` shape with XLM-R's tokenizer, saved as a transformers
+def write_model(directory: Path, size: str, seed: int = 0) -> Tokenizer:
+    """A fresh encoder of the ``size`` shape with XLM-R's tokenizer, saved as a transformers
     ``XLMRobertaModel`` directory."""
     tokenizer = Tokenizer.from_pretrained(xlmr_tokenizer_dir())
     torch.manual_seed(seed)
-    encoder = Encoder(EncoderConfig.preset(preset, vocab_size=tokenizer.vocab_size))
+    encoder = Encoder(EncoderConfig.of_size(size, vocab_size=tokenizer.vocab_size))
     encoder.save_pretrained(directory, tokenizer, include_mlm_head=False)
     return tokenizer
 
@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         if getattr(args, option) < 1:
             parser.error(f"--{option.replace('_', '-')} {getattr(args, option)}: expected a positive number")
 
-    num_layers = EncoderConfig.preset(args.encoder, vocab_size=8).num_hidden_layers
+    num_layers = EncoderConfig.of_size(args.encoder, vocab_size=8).num_hidden_layers
     layers = args.layers or sorted({UNIVERSAL_LAYER[args.encoder], num_layers})
     for layer in layers:
         if not 0 <= layer <= num_layers:

@@ -102,7 +102,7 @@ class Plan:
     """What the check runs: the GPU's sizes, or the CPU test sizes of ``--dry``."""
 
     bench: list[tuple[str, list[str]]]  # (section name, infoxlm bench arguments)
-    encoder_size: str  # the --init directory's shape (an EncoderConfig preset)
+    encoder_size: str  # the --init directory's shape (an encoder size, EncoderConfig.of_size)
     tokenizer: str  # the --init directory's and the store's: "xlmr" (250,002 pieces) or "demo"
     preset: str
     steps: int
@@ -262,7 +262,7 @@ def prepare_assets(work: Path, plan: Plan) -> dict[str, Any]:
 
     tokenizer = Tokenizer.from_pretrained(xlmr_tokenizer_dir() if plan.tokenizer == "xlmr" else checkpoint_dir())
     torch.manual_seed(0)
-    encoder = Encoder(EncoderConfig.preset(plan.encoder_size, vocab_size=tokenizer.vocab_size))
+    encoder = Encoder(EncoderConfig.of_size(plan.encoder_size, vocab_size=tokenizer.vocab_size))
     init = encoder.save_pretrained(work / f"init-{plan.encoder_size}", tokenizer)
     parameters = sum(p.numel() for p in encoder.parameters())
     del encoder

@@ -37,12 +37,12 @@ from collections import defaultdict
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from infoxlm.bench.bench_cli import parse_batches
+from infoxlm.commands.bench import parse_batches
 from infoxlm.bench.engine_step import EngineStep
 from infoxlm.train.flops import ModelShape, peak_bf16_flops
 from infoxlm.bench.step_benchmark import data_flops, fill_queue, train_config
 from infoxlm.bench.sizes import Batches, bench_size
-from infoxlm.bench.synthetic_batches import SyntheticSpec, step_tokens, synthetic_step
+from infoxlm.data.synthetic_batches import SyntheticSpec, step_tokens, synthetic_step
 from infoxlm.bench.timing import PhaseTimer, device_sync
 from infoxlm.data.pipeline import StepData
 from infoxlm.model.config import EncoderConfig
@@ -96,7 +96,7 @@ def build(args: argparse.Namespace, device: torch.device) -> tuple[EngineStep, l
     batches = parse_batches(args.batch, args.max_tokens, size.batches(device.type))
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length,
                          batches.mmlm, batches.tlm, batches.xlco, batches.max_tokens)
-    shape = ModelShape.of(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
+    shape = ModelShape.of(EncoderConfig.of_size(size.encoder, vocab_size=size.vocab_size))
     config = train_config(size, device, not args.fp32)
     config.run.compile = args.compile
     fast_paths = dataclasses.replace(

@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     torch.manual_seed(0)
     # eval(): no dropout, so both paths see the same forward pass (gradients still flow).
-    config = EncoderConfig.preset("base", vocab_size=args.vocab)
+    config = EncoderConfig.of_size("base", vocab_size=args.vocab)
     # The same weights, built once with each path.
     embeddings = {flag: Embeddings(config, FastPaths(word_grad_in_place=flag)).to(device).eval() for flag in (False, True)}
     embeddings[True].load_state_dict(embeddings[False].state_dict())

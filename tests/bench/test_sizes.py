@@ -43,3 +43,13 @@ def test_the_benchmark_s_config_goes_through_the_config_s_validation():
     config = train_config(size, cpu, False)
     assert (config.model.dropout, config.run.device, config.run.bf16) == (0.0, "cpu", False)
     assert dataclasses.asdict(config.contrast) == size.contrast
+
+
+def test_the_gpu_sizes_are_the_batches_whose_memory_peaks_the_budget_test_holds():
+    """tests/train/test_token_budget.py checks the micro-batch budget's memory estimate against
+    the peaks BENCHMARKS.md measured with these batches: a change here needs those peaks measured
+    again (and the batches there changed with them)."""
+    assert (SIZES["base"].vocab_size, SIZES["large"].vocab_size) == (250_002, 250_002)
+    assert [(s.cuda.mmlm, s.cuda.tlm, s.cuda.xlco, s.cuda.max_tokens) for s in (SIZES["base"], SIZES["large"])] == [
+        (256, 256, 256, 98_304), (256, 256, 256, 16_384)
+    ]

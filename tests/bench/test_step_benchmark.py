@@ -6,7 +6,7 @@ import torch
 from infoxlm.bench.engine_step import EngineStep
 from infoxlm.bench.step_benchmark import LossMismatchError, check_losses, fill_queue, resolve_device, run_benchmark, train_config
 from infoxlm.bench.sizes import SIZES, BenchError
-from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+from infoxlm.data.synthetic_batches import SyntheticSpec, synthetic_step
 from infoxlm.bench.timing import PhaseTimer
 
 pytest.importorskip("transformers")

@@ -1,4 +1,4 @@
-"""Tests for infoxlm.corpus.prepare, prepare_cli and store_report: text -> token store -> text.
+"""Tests for infoxlm.corpus.prepare, infoxlm.commands.prepare and store_report: text -> token store -> text.
 
 Round trips use XLM-R's real 250,002-piece tokenizer (it covers every script); command-line
 runs use the small tokenizer of the shared ``tiny_model_dir`` fixture, which loads fast. The

@@ -135,7 +135,7 @@ def test_other_seed_in_the_same_directory_is_refused(demo):
 def test_cli_help_names_the_options():
     import argparse
 
-    from infoxlm.demo.demo_cli import add_demo_command
+    from infoxlm.commands.demo import add_demo_command
 
     parser = argparse.ArgumentParser(prog="infoxlm")
     add_demo_command(parser.add_subparsers())

@@ -13,7 +13,7 @@ import warnings
 import pytest
 
 from infoxlm.errors import InfoXLMError
-from infoxlm.eval.mlqa_cli import add_mlqa_score_command
+from infoxlm.commands.eval_mlqa import add_mlqa_score_command
 from infoxlm.eval.mlqa_metric import (
     MLQAScoreError,
     answer_tokens,

@@ -76,7 +76,7 @@ def test_english_that_several_files_hold_is_embedded_once_and_scores_as_alone(ti
             assert together["layers"][k]["languages"][code] == alone[code]["layers"][k]["languages"][code]
 
 
-def test_languages_presets_and_codes(tmp_path):
+def test_languages_sets_and_codes(tmp_path):
     write_laser(tmp_path, "deu", ["a"], ["b"])
     write_laser(tmp_path, "swh", ["c"], ["d"])
     assert resolve_languages(None, str(tmp_path)) == ["deu", "swh"]
@@ -152,7 +152,7 @@ def model_with_layers(tiny_model_dir, folder, num_layers, contrast_layer=None):
 
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
     torch.manual_seed(0)
-    config = EncoderConfig.preset("tiny", vocab_size=tokenizer.vocab_size, hidden_size=16, intermediate_size=32,
+    config = EncoderConfig.of_size("tiny", vocab_size=tokenizer.vocab_size, hidden_size=16, intermediate_size=32,
                                   num_hidden_layers=num_layers)
     Encoder(config).save_pretrained(folder, tokenizer)
     if contrast_layer is not None:

@@ -56,7 +56,7 @@ def test_report_draws_the_table_from_real_pawsx_and_wikiann_runs(tmp_path, capsy
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "finetune"))  # the fine-tuning tests' file writers
+    sys.path.insert(0, str(Path(__file__).parents[1] / "finetune"))  # the tagging tests' file writer
     from finetune_formats import write_pawsx
     from test_tagging import write_panx
 

@@ -24,7 +24,7 @@ def _demo_micro_step(non_blocking: bool = False):
     MMLM, TLM and XLCO batches there: (encoder, contrast, [mmlm, tlm, xlco])."""
     from infoxlm.bench.step_benchmark import train_config
     from infoxlm.bench.sizes import SIZES
-    from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+    from infoxlm.data.synthetic_batches import SyntheticSpec, synthetic_step
     from infoxlm.model.config import EncoderConfig
     from infoxlm.model.encoder import Encoder
     from infoxlm.objectives.registry import contrast_objective
@@ -32,7 +32,7 @@ def _demo_micro_step(non_blocking: bool = False):
     size, device = SIZES["demo"], torch.device("cuda")
     config = train_config(size, device, bf16=True)
     torch.manual_seed(0)
-    encoder = Encoder(EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size))
+    encoder = Encoder(EncoderConfig.of_size(size.encoder, vocab_size=size.vocab_size))
     encoder.set_dropout(0.0)
     contrast = contrast_objective(encoder, config.contrast)
     spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 16, 16, 32, 8192)
@@ -138,7 +138,7 @@ def test_packed_varlen_attention_matches_padded_sdpa():
 
     assert HAS_VARLEN_ATTN, f"torch {torch.__version__} has no torch.nn.attention.varlen"
     torch.manual_seed(0)
-    encoder = Encoder(EncoderConfig.preset("tiny", vocab_size=1000)).cuda()
+    encoder = Encoder(EncoderConfig.of_size("tiny", vocab_size=1000)).cuda()
     encoder.set_dropout(0.0)
     lengths = [37, 5, 64, 20]
     ids = torch.ones(len(lengths), max(lengths), dtype=torch.long, device="cuda")

@@ -27,7 +27,7 @@ def test_packed_attention_matches_the_padded_layout(mixed_batch, monkeypatch):
         return out
 
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120))
     enc.set_dropout(0.0)  # training mode (gradients below), the same outputs every run
     ids, mask = mixed_batch
     enc = enc.with_fast_paths(FastPaths(skip_padding=True))
@@ -75,7 +75,7 @@ def test_varlen_attention_needs_a_gpu_low_precision_and_no_dropout():
 
 
 def test_set_dropout_reaches_the_attention_probabilities():
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120))
     enc.set_dropout(0.3)
     assert [layer.attention.self.dropout_p for layer in enc.encoder.layer] == [0.3] * enc.num_layers
 
@@ -92,7 +92,7 @@ def test_under_cpu_bf16_autocast_attention_alone_runs_in_fp32(monkeypatch):
 
     monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
     torch.manual_seed(0)
-    layer = attention.SelfAttention(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    layer = attention.SelfAttention(EncoderConfig.of_size("tiny", vocab_size=120)).eval()
     x = torch.randn(2, 5, layer.query.in_features)
     mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
     plain = layer(x, mask)

@@ -30,7 +30,7 @@ def test_hidden_states_and_logits_match_transformers(hf_mlm, hf_mlm_dir, mixed_b
 
 def test_output_does_not_depend_on_padding(mixed_batch):
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120)).eval()
     ids, mask = mixed_batch
     with torch.no_grad():
         batched = enc(ids, mask).hidden_states
@@ -42,7 +42,7 @@ def test_output_does_not_depend_on_padding(mixed_batch):
 
 def test_stops_after_layer_k_without_running_the_rest(mixed_batch):
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120, num_hidden_layers=4)).eval()
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120, num_hidden_layers=4)).eval()
     ran = []
     for i, layer in enumerate(enc.encoder.layer):
         layer.register_forward_hook(lambda *_, i=i: ran.append(i))
@@ -65,7 +65,7 @@ def test_a_given_packing_computes_what_the_mask_gives(mixed_batch):
     from infoxlm.model.packing import Packing
 
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120)).eval()
     ids, mask = mixed_batch
     packing = Packing.of(mask)
     real = mask.bool()
@@ -94,7 +94,7 @@ def test_states_at_chosen_tokens_match_the_full_pass_values_and_gradients(mixed_
     from infoxlm.model.packing import Packing
 
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120, num_hidden_layers=3)).eval()
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120, num_hidden_layers=3)).eval()
     ids, mask = mixed_batch
     packing = Packing.of(mask)
     rows = torch.tensor([0, 3, 4, packing.num_tokens - 1])  # among the real tokens, row-major
@@ -127,7 +127,7 @@ def test_compiled_layers_compute_what_the_eager_ones_do(mixed_batch):
     """``compile_layers`` (the trainer's run.compile) wraps every layer in torch.compile with
     dynamic shapes; traced here with the eager backend (no code generation on a CPU)."""
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120)).eval()
     ids, mask = mixed_batch
     rows = torch.tensor([1, 12, 18])  # real tokens whose final states alone are asked for
     with torch.no_grad():
@@ -146,7 +146,7 @@ def test_compiled_layers_compute_what_the_eager_ones_do(mixed_batch):
 def test_compiling_the_layers_leaves_torch_process_wide_settings_alone():
     """The recompile limit is one setting for the whole process: the caller that decides to
     compile sets it (train.joint_step.compile_encoders), not the encoder."""
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120))
     with torch._dynamo.config.patch(recompile_limit=8):
         enc.compile_layers(backend="eager")
         assert torch._dynamo.config.recompile_limit == 8
@@ -157,7 +157,7 @@ def test_checkpointed_activations_give_the_same_gradients_by_recomputing(mixed_b
     backward pass (dropout replayed as it fell), and every gradient is what it is without."""
     ids, mask = mixed_batch
     torch.manual_seed(0)
-    plain = Encoder(EncoderConfig.preset("tiny", vocab_size=120, hidden_dropout_prob=0.2), FastPaths.training(True)).train()
+    plain = Encoder(EncoderConfig.of_size("tiny", vocab_size=120, hidden_dropout_prob=0.2), FastPaths.training(True)).train()
     checkpointed = Encoder(plain.config, plain.fast_paths, activation_checkpointing=True).train()
     checkpointed.load_state_dict(plain.state_dict())
     calls = []
@@ -184,7 +184,7 @@ def test_positions_start_after_padding_index():
 
 def test_default_attention_mask_ignores_padding(mixed_batch):
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120)).eval()
     ids, mask = mixed_batch
     with torch.no_grad():
         assert torch.equal(enc(ids).last_hidden_state, enc(ids, mask).last_hidden_state)
@@ -192,7 +192,7 @@ def test_default_attention_mask_ignores_padding(mixed_batch):
 
 def test_runs_under_bf16_autocast(mixed_batch):
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120)).eval()
     ids, mask = mixed_batch
     with torch.no_grad():
         exact = enc(ids, mask).last_hidden_state
@@ -209,7 +209,7 @@ def test_runs_under_bf16_autocast(mixed_batch):
 
 def test_gradients_reach_every_trained_parameter(mixed_batch):
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120))
     ids, mask = mixed_batch
     masked = mask.bool() & (torch.rand(ids.shape) < 0.5)
     masked[0, 1] = True
@@ -233,7 +233,7 @@ def test_importing_the_encoder_leaves_torch_dynamo_unimported():
 
 @pytest.mark.parametrize("size", ["base", "large"])
 def test_parameter_count_matches_transformers(size, transformers):
-    config = EncoderConfig.preset(size)
+    config = EncoderConfig.of_size(size)
     with torch.device("meta"):
         ours = Encoder(config)
         theirs = transformers.XLMRobertaModel(transformers.XLMRobertaConfig(**config.to_hf_dict()))
@@ -243,7 +243,7 @@ def test_parameter_count_matches_transformers(size, transformers):
 
 def test_initialisation_schemes():
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=500))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=500))
     w = enc.encoder.layer[0].intermediate.dense.weight
     assert 0.015 < w.std() < 0.025 and w.abs().max() > 0.02  # N(0, 0.02²) has tails past 0.02
     enc.reset_parameters("uniform")

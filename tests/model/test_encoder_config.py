@@ -9,9 +9,9 @@ import pytest
 from infoxlm import CheckpointError, EncoderConfig
 
 
-def test_presets_are_valid_and_count_their_parameters():
-    assert EncoderConfig.preset("base").num_parameters == pytest.approx(278e6, rel=0.01)  # XLM-R base + head
-    assert EncoderConfig.preset("large").num_parameters == pytest.approx(561e6, rel=0.01)
+def test_named_sizes_are_valid_and_count_their_parameters():
+    assert EncoderConfig.of_size("base").num_parameters == pytest.approx(278e6, rel=0.01)  # XLM-R base + head
+    assert EncoderConfig.of_size("large").num_parameters == pytest.approx(561e6, rel=0.01)
 
 
 @pytest.mark.parametrize(

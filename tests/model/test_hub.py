@@ -28,7 +28,7 @@ def test_saved_directory_loads_in_transformers_with_identical_logits(transformer
 
 def test_fresh_encoder_saves_for_both_transformers_classes(transformers, mixed_batch, tmp_path):
     torch.manual_seed(0)
-    config = EncoderConfig.preset("tiny", vocab_size=120, max_position_embeddings=40)
+    config = EncoderConfig.of_size("tiny", vocab_size=120, max_position_embeddings=40)
     ours = Encoder(config).eval()
     ids, mask = mixed_batch
     with torch.no_grad():
@@ -51,7 +51,7 @@ def test_fresh_encoder_saves_for_both_transformers_classes(transformers, mixed_b
 
 def test_round_trip_keeps_every_weight(tmp_path):
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=64))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=64))
     enc.save_pretrained(tmp_path / "a", include_mlm_head=False)
     back = Encoder.from_pretrained(tmp_path / "a")
     for (name, a), (_, b) in zip(enc.state_dict().items(), back.state_dict().items()):
@@ -63,7 +63,7 @@ def test_round_trip_keeps_every_weight(tmp_path):
 
 def test_pooler_from_a_checkpoint_is_kept(transformers, tmp_path):
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=64))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=64))
     enc.save_pretrained(tmp_path / "bare", include_mlm_head=False)
     loaded = Encoder.from_pretrained(tmp_path / "bare")
     loaded.save_pretrained(tmp_path / "mlm")
@@ -193,7 +193,7 @@ def test_a_checkpoint_without_head_gets_a_fresh_one(hf_mlm_dir, tmp_path):
 
 
 def test_config_round_trips_through_hf_fields():
-    config = EncoderConfig.preset("large", vocab_size=1234)
+    config = EncoderConfig.of_size("large", vocab_size=1234)
     assert EncoderConfig.from_hf_dict(config.to_hf_dict()) == config
     with pytest.raises(ValueError, match="unknown encoder size 'huge'"):
-        EncoderConfig.preset("huge")
+        EncoderConfig.of_size("huge")

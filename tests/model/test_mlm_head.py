@@ -7,7 +7,7 @@ from infoxlm import Encoder, EncoderConfig
 
 def test_masked_positions_give_the_same_logits_as_the_full_head(mixed_batch):
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120)).eval()
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120)).eval()
     ids, mask = mixed_batch
     masked = torch.zeros_like(mask, dtype=torch.bool)
     masked[0, 3], masked[1, 1], masked[1, 4], masked[2, 1] = True, True, True, True
@@ -21,7 +21,7 @@ def test_masked_positions_give_the_same_logits_as_the_full_head(mixed_batch):
 
 
 def test_decoder_is_tied_to_word_embeddings():
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=50))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=50))
     assert enc.lm_head.decoder.weight is enc.embeddings.word_embeddings.weight
     names = [n for n, _ in enc.named_parameters()]
     assert "lm_head.decoder.weight" not in names  # counted once, as the embedding
@@ -33,7 +33,7 @@ def test_padded_vocabulary_gives_the_same_loss_and_gradients(mixed_batch):
     from infoxlm.objectives.vocab_loss import plain_token_cross_entropy
 
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120))
     enc.set_dropout(0.0)
     ids, mask = mixed_batch
     masked = mask.bool() & (torch.rand(ids.shape) < 0.5)

@@ -17,7 +17,7 @@ from infoxlm.train.config import ContrastConfig
 @pytest.fixture
 def encoder():
     torch.manual_seed(0)
-    return Encoder(EncoderConfig.preset("tiny", vocab_size=60, num_hidden_layers=3))
+    return Encoder(EncoderConfig.of_size("tiny", vocab_size=60, num_hidden_layers=3))
 
 
 def contrast(encoder, **fields) -> MomentumContrast:

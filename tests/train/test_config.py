@@ -127,7 +127,7 @@ def test_model_size_takes_exactly_the_encoders_named_sizes():
 
     assert ENCODER_SIZES == ("tiny", "small", "base", "large", "xl", "xxl")
     for name in ENCODER_SIZES:
-        assert ModelConfig(size=name).size == name and EncoderConfig.preset(name).hidden_size > 0
+        assert ModelConfig(size=name).size == name and EncoderConfig.of_size(name).hidden_size > 0
     with pytest.raises(ConfigError, match=re.escape("model.size='huge': expected one of tiny, small, base, large, xl, xxl")):
         apply_overrides(preset("test"), ["model.size=huge"])
 

@@ -19,7 +19,7 @@ from infoxlm.train.checkpoint import save_checkpoint
 def save_step(run: Path, step: int) -> None:
     """A checkpoint of a 2-layer encoder whose every weight is the step; the newest one kept,
     as a run with run.keep_checkpoints=1 saves it."""
-    encoder = Encoder(EncoderConfig.preset("tiny", vocab_size=40))
+    encoder = Encoder(EncoderConfig.of_size("tiny", vocab_size=40))
     with torch.no_grad():
         for tensor in encoder.state_dict().values():
             if tensor.is_floating_point():

@@ -16,8 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from infoxlm.bench.sizes import SIZES
-from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+from infoxlm.data.synthetic_batches import SyntheticSpec, synthetic_step
 from infoxlm.data.batching import filler_contrast_batch, filler_mlm_batch
 from infoxlm.model.config import EncoderConfig
 from infoxlm.model.encoder import Encoder
@@ -34,17 +33,20 @@ from test_loop import structured_store
 
 
 def _parts(seed: int = 0, fast_paths: FastPaths = FastPaths.training(single_process=True), checkpointing: bool = False):
-    size = SIZES["test"]
+    recipe, vocab_size = preset("test"), 1000  # the test preset's shapes, with a vocabulary of 1,000
     torch.manual_seed(seed)
-    config = EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size)
+    config = EncoderConfig.of_size(recipe.model.size, vocab_size=vocab_size)
     encoder = Encoder(config, fast_paths, activation_checkpointing=checkpointing)
     encoder.set_dropout(0.0)
     encoder.pooler.requires_grad_(False)
     with torch.no_grad():  # non-trivial LayerNorms, biases and a non-zero <pad> row
         for name, p in encoder.named_parameters():
             p.add_(0.05 * torch.randn_like(p))
-    contrast = MomentumContrast(encoder, ContrastConfig(layer=size.contrast_layer, queue_size=size.queue_size, key_dropout=False))
-    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length, 8, 8, 8, 128)
+    contrast = MomentumContrast(
+        encoder, ContrastConfig(layer=recipe.contrast.layer, queue_size=recipe.contrast.queue_size, key_dropout=False)
+    )
+    data = recipe.data
+    spec = SyntheticSpec(vocab_size, data.block_size, data.tlm_max_length, data.xlco_max_length, 8, 8, 8, 128)
     return encoder, contrast, [synthetic_step(spec, k) for k in range(2)]
 
 

@@ -15,7 +15,7 @@ from infoxlm.train.joint_step import LAYER_GRAPHS, compile_encoders
 
 
 def test_compiling_for_a_run_raises_the_recompile_limit_and_never_lowers_it():
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120))
     with torch._dynamo.config.patch(recompile_limit=8):  # torch's default
         compile_encoders([enc], backend="eager")
         assert torch._dynamo.config.recompile_limit == LAYER_GRAPHS
@@ -32,7 +32,7 @@ def test_compiled_layers_get_a_graph_for_each_of_the_12_forms_training_calls_the
     # kept or not (the top layer), on packed or padded states: more forms than torch's
     # default limit of 8 graphs per function, past which the rest would run uncompiled.
     torch.manual_seed(0)
-    enc = Encoder(EncoderConfig.preset("tiny", vocab_size=120), FastPaths.training(single_process=True))
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120), FastPaths.training(single_process=True))
     torch._dynamo.reset()
     counters.clear()
     with torch._dynamo.config.patch(recompile_limit=8):  # torch's default, raised by compile_encoders

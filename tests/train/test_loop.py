@@ -197,7 +197,7 @@ def test_refuses_to_clobber_a_run_with_another_config(store, tmp_path):
 )
 def test_every_ablation_runs(store, tmp_path, flags, present, absent):
     from infoxlm.cli import build_parser
-    from infoxlm.train.pretrain_cli import resolved_config
+    from infoxlm.commands.pretrain import resolved_config
 
     args = build_parser().parse_args(
         ["pretrain", "--preset", "test", "--data", str(store), "--output", str(tmp_path / "run"), "--max-steps", "3", *flags]

@@ -51,7 +51,7 @@ def test_presets_match_the_papers_appendix_table(name):
     from infoxlm.objectives.xlco import momentum_at
 
     cfg, paper = preset(name), APPENDIX[name]
-    encoder = EncoderConfig.preset(cfg.model.size, vocab_size=250_002, **cfg.model.overrides)
+    encoder = EncoderConfig.of_size(cfg.model.size, vocab_size=250_002, **cfg.model.overrides)
     assert (encoder.num_hidden_layers, encoder.hidden_size, encoder.intermediate_size, encoder.num_attention_heads) == (
         paper["layers"], paper["hidden"], paper["ffn"], paper["heads"])
     assert cfg.optim.max_steps == paper["steps"]
@@ -85,7 +85,7 @@ def test_the_xl_and_xxl_presets_have_xlmr_shapes_and_shard(name, billions, layer
 
     cfg = preset(name)
     with torch.device("meta"):  # counted, not allocated
-        encoder = Encoder(EncoderConfig.preset(cfg.model.size, vocab_size=250_880))
+        encoder = Encoder(EncoderConfig.of_size(cfg.model.size, vocab_size=250_880))
     assert sum(p.numel() for p in encoder.parameters()) / 1e9 == pytest.approx(billions, abs=0.05)
     assert encoder.num_layers == layers and cfg.contrast.layer == universal == layers // 2
     assert cfg.run.parallelism == "fsdp" and cfg.optim.lr == preset("large").optim.lr

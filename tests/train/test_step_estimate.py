@@ -18,7 +18,7 @@ from training_stores import build_store
 
 
 def shape_of(size: str, vocab_size: int = 250_002) -> ModelShape:
-    c = EncoderConfig.preset(size, vocab_size=vocab_size)
+    c = EncoderConfig.of_size(size, vocab_size=vocab_size)
     return ModelShape(c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.vocab_size)
 
 

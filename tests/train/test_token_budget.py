@@ -11,8 +11,7 @@ import json
 import pytest
 import torch
 
-from infoxlm.bench.sizes import SIZES
-from infoxlm.bench.synthetic_batches import SyntheticSpec, synthetic_step
+from infoxlm.data.synthetic_batches import SyntheticSpec, synthetic_step
 from infoxlm.data.pipeline import DataPipeline, PipelineConfig
 from infoxlm.data.store import TokenStore
 from infoxlm.model.config import EncoderConfig
@@ -43,13 +42,16 @@ from infoxlm.train.token_budget import (
 
 
 # BENCHMARKS.md, "GPU: one H100, base and large": infoxlm's peak (its tensors between steps +
-# the peak growth of one step, torch.cuda.max_memory_allocated) with the bench's GPU batches.
+# the peak growth of one step, torch.cuda.max_memory_allocated) with the bench's GPU batches
+# (`infoxlm bench --size base|large`: the preset's shapes, XLM-R's vocabulary, XLCO cut to 256
+# tokens, 256 examples per objective in micro-batches of at most MEASURED_MAX_TOKENS tokens).
 MEASURED_PEAK_MIB = {"base": 47_286, "large": 35_147}
+MEASURED_MAX_TOKENS = {"base": 98_304, "large": 16_384}
 MEMORY_STEP = {"base": 2 + 10 + 3, "large": 2 + 5 + 3}  # warm-up + timed + 3: the step whose peak was taken
 
 
 def joint_model(size: str, vocab_size: int, contrast_layer: int, queue_size: int) -> JointModel:
-    encoder = Encoder(EncoderConfig.preset(size, vocab_size=vocab_size))
+    encoder = Encoder(EncoderConfig.of_size(size, vocab_size=vocab_size))
     contrast = MomentumContrast(encoder, ContrastConfig(layer=contrast_layer, queue_size=queue_size, key_dropout=False))
     return JointModel(encoder, [MaskedLM("mmlm"), MaskedLM("tlm"), contrast])
 
@@ -60,15 +62,14 @@ def tensor_bytes(module: torch.nn.Module) -> int:
 
 @pytest.mark.parametrize("name", ["base", "large"])
 def test_the_estimate_covers_the_peaks_measured_on_an_h100_within_eight_percent(name):
-    size = SIZES[name]
+    recipe, vocab_size = preset(name), 250_002
     with torch.device("meta"):  # counted, not allocated
-        model = joint_model(size.encoder, size.vocab_size, size.contrast_layer, size.queue_size)
+        model = joint_model(recipe.model.size, vocab_size, recipe.contrast.layer, recipe.contrast.queue_size)
     shape = model.encoder.config
-    cost = ActivationCost(shape.hidden_size, shape.intermediate_size, shape.num_hidden_layers, size.contrast_layer,
-                          size.vocab_size)  # fmt: skip
-    b = size.cuda
-    spec = SyntheticSpec(size.vocab_size, size.block_size, size.tlm_max_length, size.xlco_max_length,
-                         b.mmlm, b.tlm, b.xlco, b.max_tokens)  # fmt: skip
+    cost = ActivationCost(shape.hidden_size, shape.intermediate_size, shape.num_hidden_layers, recipe.contrast.layer,
+                          vocab_size)  # fmt: skip
+    spec = SyntheticSpec(vocab_size, recipe.data.block_size, recipe.data.tlm_max_length, 256,
+                         256, 256, 256, MEASURED_MAX_TOKENS[name])  # fmt: skip
     data = synthetic_step(spec, MEMORY_STEP[name])
     micro_steps = max(len(data.mmlm), len(data.tlm), len(data.xlco))
     fullest = 0.0

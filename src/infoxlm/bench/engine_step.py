@@ -27,7 +27,7 @@ from ..train.distributed import World
 from ..train.joint_step import NO_PHASES, StepContext, build_joint_step, micro_steps, step_counts
 from ..train.step_sums import SumsOnDevice
 from ..train.model_build import build_model
-from .synthetic_batches import step_tokens
+from ..data.synthetic_batches import step_tokens
 from .timing import PhaseTimer, optimizer_state_tensors, tensor_bytes
 
 

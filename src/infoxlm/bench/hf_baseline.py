@@ -35,7 +35,7 @@ from ..train.joint_step import aligned_micro_batch, step_autocast
 from ..train.optim import linear_warmup_decay
 from .engine_step import EngineStep, StepOutcome
 from .sizes import BenchError
-from .synthetic_batches import step_tokens
+from ..data.synthetic_batches import step_tokens
 from .timing import PhaseTimer, optimizer_state_tensors, tensor_bytes
 
 IGNORE_INDEX = -100

@@ -35,7 +35,7 @@ def step_products(size_name: str, tokens: int) -> dict[str, tuple[int, int, int,
     gradient dY · Wᵀ (tokens × n · n × k) and the weight gradient Xᵀ · dY (k × tokens · tokens × n).
     """
     size = bench_size(size_name)
-    config = EncoderConfig.preset(size.encoder, vocab_size=size.vocab_size)
+    config = EncoderConfig.of_size(size.encoder, vocab_size=size.vocab_size)
     d, f, V = config.hidden_size, config.intermediate_size, config.vocab_size
     masked = max(1, tokens * 15 // 100)
     forward = {

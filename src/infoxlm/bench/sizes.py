@@ -59,7 +59,7 @@ class Batches:
 @dataclass(frozen=True)
 class BenchSize:
     name: str
-    encoder: str  # an EncoderConfig preset
+    encoder: str  # an encoder size (EncoderConfig.of_size)
     vocab_size: int
     block_size: int
     tlm_max_length: int

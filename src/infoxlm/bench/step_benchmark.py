@@ -42,7 +42,7 @@ from .engine_step import EngineStep
 from .hf_baseline import HFBaseline, require_transformers
 from .matmul_rate import step_product_rates
 from .sizes import Batches, BenchError, BenchSize, bench_size
-from .synthetic_batches import SyntheticSpec, synthetic_step
+from ..data.synthetic_batches import SyntheticSpec, synthetic_step
 from .timing import PHASES, PhaseTimer, device_sync, peak_growth, process_peak_rss_bytes
 
 MB = 1024 * 1024
@@ -159,7 +159,7 @@ class Plan:
 
     @property
     def shape(self) -> ModelShape:
-        return ModelShape.of(EncoderConfig.preset(self.size.encoder, vocab_size=self.size.vocab_size))
+        return ModelShape.of(EncoderConfig.of_size(self.size.encoder, vocab_size=self.size.vocab_size))
 
 
 def plan_benchmark(
@@ -318,7 +318,7 @@ def run_benchmark(
     log: Callable[[str], None] | None = None,
     _perturb_baseline: Callable | None = None,
 ) -> dict:
-    """Run the benchmark and return its result as a JSON-ready dict (see bench_cli.py for the keys).
+    """Run the benchmark and return its result as a JSON-ready dict (see commands/bench.py for the keys).
 
     ``peak_flops``: the MFU denominator in FLOP/s; None for a known GPU's datasheet bf16 peak
     (no MFU on a CPU); "measure" for the best rate of the size's matrix products on this
@@ -359,7 +359,7 @@ def run_benchmark(
 
 
 def _result(plan: Plan, summary: dict, timed: dict, memory: dict, peak_info: tuple, loss_check, rtol: float, baseline: bool) -> dict:
-    """The JSON-ready result (keys: see bench_cli.py)."""
+    """The JSON-ready result (keys: see commands/bench.py)."""
     peak, peak_source, measured = peak_info
     engine, base, dev, batches, size = summary["infoxlm"], summary.get("hf"), plan.device, plan.batches, plan.size
     shape = plan.shape

@@ -53,6 +53,7 @@ from ..model.sentence_layer import default_layer
 from ..outputs import write_text_atomically
 from ..tokenizer import Tokenizer
 from ..tokenizer_training import train_tokenizer
+from ..train.ablations import Changes
 from ..train.config import TrainConfig, changed
 from ..train.export import export
 from ..train.loop import pretrain
@@ -60,7 +61,7 @@ from ..train.presets import preset
 from . import corpus
 from .checkpoint import checkpoint_dir
 from .mining_row import evaluate_mining
-from .settings import FULL, PAPER, PAPER_QUICK, QUICK, Changes, DemoSettings
+from .settings import FULL, PAPER, PAPER_QUICK, QUICK, DemoSettings
 from .tables import format_tables
 
 __all__ = ["DemoSettings", "FULL", "QUICK", "PAPER", "MODELS", "run_demo", "format_tables"]

@@ -3,7 +3,7 @@
 
 A setting names a preset (the recipe: train/presets.py, what ``infoxlm pretrain --preset
 NAME`` trains), the models trained (each a name, a table label and its changes to the recipe:
-the ablations), where training starts (from scratch, or the shipped pre-trained checkpoint the
+the paper's ablations, read from train/ablations.py, the table ``pretrain --no-xlco`` reads), where training starts (from scratch, or the shipped pre-trained checkpoint the
 preset continues), the vocabulary and the evaluation's size. ``FULL`` trains the ``demo``
 preset; ``PAPER`` the ``paper-demo`` preset, the paper's own recipe (``base``) scaled down.
 """
@@ -14,10 +14,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..train.ablations import Changes, ablated
+
 __all__ = ["DemoSettings", "FULL", "QUICK", "PAPER", "PAPER_QUICK"]
 
-# A model's changes to the recipe, as ``train.config.changed`` takes them: {section: {field: value}}.
-Changes = dict[str, dict[str, Any]]
+
+def _ablated(directory: str, *ablations: str) -> tuple[str, str, Changes]:
+    """A model of the settings: its directory, the paper's row label and the changes of those ablations."""
+    return (directory, *ablated(*ablations))
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class DemoSettings:
     # (directory name, table label, changes to the recipe); the first is the full method.
     models: tuple[tuple[str, str, Changes], ...] = (
         ("infoxlm", "InfoXLM", {}),
-        ("no-xlco", "−XLCO", {"data": {"xlco_batch_size": 0}}),
+        _ablated("no-xlco", "no-xlco"),
     )
     # Retrieval splits scored; with "dev", each model's layer is the one best on dev, without
     # it the protocol's (the universal layer `infoxlm eval tatoeba` defaults to).
@@ -75,11 +79,11 @@ PAPER = DemoSettings(
     from_checkpoint=True,
     models=(
         ("infoxlm", "InfoXLM", {}),
-        ("no-xlco", "−XLCO", {"data": {"xlco_batch_size": 0}}),
-        ("no-tlm", "−TLM", {"data": {"tlm_batch_size": 0}}),
+        _ablated("no-xlco", "no-xlco"),
+        _ablated("no-tlm", "no-tlm"),
         # The paper ablates mixup and momentum on top of −TLM (its Table 5, rows 4 and 5).
-        ("no-mixup", "−TLM −Mixup", {"data": {"tlm_batch_size": 0, "mixup": False}}),
-        ("no-momentum", "−TLM −Momentum", {"data": {"tlm_batch_size": 0}, "contrast": {"use_momentum": False}}),
+        _ablated("no-mixup", "no-tlm", "no-mixup"),
+        _ablated("no-momentum", "no-tlm", "no-momentum"),
         ("last-layer", "XLCO on the last layer", {"contrast": {"layer": 4}}),
     ),
     splits=("test", "heldout"),

@@ -13,9 +13,6 @@ from ..eval.paper_results import ABLATIONS, CONTRAST_LAYER
 
 __all__ = ["format_tables"]
 
-# Model directory → the paper's row it mirrors (Table 5's labels).
-_PAPER_ROWS = {"infoxlm": "InfoXLM", "no-xlco": "−XLCO", "no-tlm": "−TLM", "no-mixup": "−TLM −Mixup", "no-momentum": "−TLM −Momentum"}
-
 
 def format_tables(results: dict[str, Any]) -> str:
     """Markdown tables of ``results`` (what ``run_demo`` returns and writes to results.json)."""
@@ -111,9 +108,9 @@ def _paper_tables(results: dict[str, Any]) -> str:
     ]
     if "start" in models:
         lines.append("| " + " | ".join([models["start"]["label"], *ours("start"), "–", "–"]) + " |")
-    for name, row in _PAPER_ROWS.items():
-        if name in models:
-            lines.append("| " + " | ".join([models[name]["label"], *ours(name), *theirs(ABLATIONS.get(row))]) + " |")
+    for name, model in models.items():  # a model's label is the paper's row it mirrors (Table 5's)
+        if model["label"] in ABLATIONS:
+            lines.append("| " + " | ".join([model["label"], *ours(name), *theirs(ABLATIONS[model["label"]])]) + " |")
     lines.append("")
     if "last-layer" in models:
         universal, last = models["infoxlm"]["layer"], models["last-layer"]["layer"]

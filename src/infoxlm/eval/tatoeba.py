@@ -47,7 +47,7 @@ XTREME_36 = [
     "ar", "he", "vi", "id", "jv", "tl", "eu", "ml", "ta", "te", "af", "nl", "de", "el", "bn", "hi", "mr", "ur",
     "fa", "fr", "it", "pt", "es", "bg", "ru", "ja", "ka", "ko", "th", "sw", "zh", "kk", "tr", "et", "fi", "hu",
 ]
-PRESETS = {"paper14": PAPER_14, "xtreme36": XTREME_36}
+LANGUAGE_SETS = {"paper14": PAPER_14, "xtreme36": XTREME_36}  # --langs names for these lists
 
 
 def tatoeba_code(language: str) -> str:
@@ -60,7 +60,7 @@ def tatoeba_code(language: str) -> str:
 
 
 def resolve_languages(requested: Sequence[str] | None, data: str | tuple[Path, Path]) -> list[str]:
-    """3-letter codes to evaluate: presets (paper14, xtreme36), codes, or (default) every
+    """3-letter codes to evaluate: language sets (paper14, xtreme36), codes, or (default) every
     language that has files in ``data``. Pairs of one language (a TSV file, or two line-aligned
     files ``data = (xx file, English file)``) take ``requested``'s one code, else the xx file's
     name (``de.txt``: deu)."""
@@ -79,7 +79,7 @@ def resolve_languages(requested: Sequence[str] | None, data: str | tuple[Path, P
         return found
     codes: list[str] = []
     for item in requested:
-        for language in PRESETS.get(item, [item]):
+        for language in LANGUAGE_SETS.get(item, [item]):
             code = tatoeba_code(language)
             if code not in codes:
                 codes.append(code)
@@ -89,7 +89,7 @@ def resolve_languages(requested: Sequence[str] | None, data: str | tuple[Path, P
 def _one_language(requested: Sequence[str] | None, data: str | tuple[Path, Path]) -> str:
     """The language of a one-language pair input: ``--langs`` (one code), else the xx file's name."""
     if requested:
-        if len(requested) != 1 or requested[0] in PRESETS:
+        if len(requested) != 1 or requested[0] in LANGUAGE_SETS:
             raise EvalDataError(f"--langs {' '.join(requested)}: a TSV file or --src/--tgt holds one language; name it alone")
         return tatoeba_code(requested[0])
     name = (Path(data) if isinstance(data, str) else data[0]).name.split(".")[0]

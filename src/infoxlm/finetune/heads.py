@@ -11,7 +11,7 @@ standard checkpoint.
 Example::
 
     >>> from infoxlm import Encoder, EncoderConfig
-    >>> model = SequenceClassifier(Encoder(EncoderConfig.preset("tiny", vocab_size=100)), num_labels=3)
+    >>> model = SequenceClassifier(Encoder(EncoderConfig.of_size("tiny", vocab_size=100)), num_labels=3)
     >>> import torch; model(torch.tensor([[0, 5, 2]]), torch.tensor([[1, 1, 1]])).shape
     torch.Size([1, 3])
 """

@@ -4,9 +4,9 @@
 so a directory written by infoxlm is a directory ``transformers`` reads as XLM-R, and the other
 way round. Named sizes cover the range the project uses::
 
-    >>> EncoderConfig.preset("base").num_hidden_layers
+    >>> EncoderConfig.of_size("base").num_hidden_layers
     12
-    >>> EncoderConfig.preset("tiny", vocab_size=1000).hidden_size
+    >>> EncoderConfig.of_size("tiny", vocab_size=1000).hidden_size
     64
 """
 
@@ -117,12 +117,12 @@ class EncoderConfig:
         return self.max_position_embeddings - self.pad_token_id - 1
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "EncoderConfig":
+    def of_size(cls, name: str, **overrides: Any) -> "EncoderConfig":
         """A named size: ``tiny`` (tests), ``small`` (CPU demos), ``base`` (12×768), ``large``
         (24×1024), ``xl`` (36×2560, 3.5B parameters with XLM-R's vocabulary), ``xxl`` (48×4096, 10.7B)."""
-        if name not in _PRESETS:
-            raise ValueError(f"unknown encoder size {name!r}; expected one of {sorted(_PRESETS)}")
-        return cls(**{**_PRESETS[name], **overrides})
+        if name not in _NAMED_SIZES:
+            raise ValueError(f"unknown encoder size {name!r}; expected one of {sorted(_NAMED_SIZES)}")
+        return cls(**{**_NAMED_SIZES[name], **overrides})
 
     # --- Hugging Face config.json -------------------------------------------------------
 
@@ -206,7 +206,7 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
-_PRESETS: dict[str, dict[str, Any]] = {
+_NAMED_SIZES: dict[str, dict[str, Any]] = {
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128),
     "small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
@@ -215,4 +215,4 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "xl": dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, intermediate_size=10240),
     "xxl": dict(hidden_size=4096, num_hidden_layers=48, num_attention_heads=32, intermediate_size=16384),
 }
-ENCODER_SIZES = tuple(_PRESETS)  # the named sizes, smallest first (train's model.size)
+ENCODER_SIZES = tuple(_NAMED_SIZES)  # the named sizes, smallest first (train's model.size)

@@ -12,7 +12,7 @@ Example::
 
     >>> import torch
     >>> from infoxlm import Encoder, EncoderConfig
-    >>> enc = Encoder(EncoderConfig.preset("tiny", vocab_size=100)).eval()
+    >>> enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=100)).eval()
     >>> ids = torch.tensor([[0, 5, 6, 2], [0, 7, 2, 1]])
     >>> out = enc(ids, ids.ne(1))
     >>> len(out.hidden_states), tuple(out.last_hidden_state.shape)

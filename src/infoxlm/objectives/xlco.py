@@ -30,7 +30,7 @@ Example::
     >>> from infoxlm import Encoder, EncoderConfig
     >>> from infoxlm.objectives.xlco import MomentumContrast
     >>> from infoxlm.train.config import ContrastConfig
-    >>> enc = Encoder(EncoderConfig.preset("tiny", vocab_size=50))
+    >>> enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=50))
     >>> xlco = MomentumContrast(enc, ContrastConfig(layer=1, queue_size=8))
     >>> ids = torch.randint(4, 49, (4, 6)); mask = torch.ones_like(ids)
     >>> xlco.enqueue(xlco.encode_keys(ids, mask)); xlco.enqueue(xlco.encode_keys(ids, mask))

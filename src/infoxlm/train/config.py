@@ -101,7 +101,7 @@ class Section:
 @dataclass
 class ModelConfig(Section):
     SECTION: ClassVar[str] = "model"
-    size: str = "base"  # an EncoderConfig preset: tiny, small, base, large
+    size: str = "base"  # an encoder size (EncoderConfig.of_size): tiny, small, base, large
     init: str | None = None  # a Hugging Face XLM-R directory to continue from; None = from scratch
     init_scheme: str = "uniform"  # from scratch: U[-0.02, 0.02] as in the paper's appendix, or "normal"
     dropout: float = 0.0  # hidden and attention dropout; the authors use 0 for continued pre-training

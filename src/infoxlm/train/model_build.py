@@ -76,7 +76,7 @@ def build_encoder(config: TrainConfig, vocab_size: int, fast_paths: FastPaths, *
                 f"{store_root} was tokenized with {vocab_size}; prepare it with that model's tokenizer"
             )
     else:
-        shape = EncoderConfig.preset(cfg.size, vocab_size=vocab_size, **cfg.overrides)
+        shape = EncoderConfig.of_size(cfg.size, vocab_size=vocab_size, **cfg.overrides)
         encoder = Encoder(shape, fast_paths, activation_checkpointing=checkpointing)
         encoder.reset_parameters(cfg.init_scheme)
     encoder.set_dropout(cfg.dropout)

@@ -57,7 +57,7 @@ def add_show_command(prepare_commands: argparse._SubParsersAction) -> None:
 
 def run_show(args: argparse.Namespace) -> int:
     from ..data.pipeline import OBJECTIVES, DataPipeline
-    from .show import render_step
+    from ..corpus.show import render_step
     from ..data.store import TOKENIZER_DIR, StoreError, TokenStore
     from ..tokenizer import Tokenizer
     from ..train.config import apply_overrides, load_config_file, resolve_config

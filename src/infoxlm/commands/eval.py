@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from ..cli_args import add_model_arguments
 from ..errors import InfoXLMError
-from .bucc_cli import add_bucc_command
-from .embedding_eval import LayerChoice, add_layer_arguments, print_cut_lines, print_layer_table, requested_layer
-from .mlqa_cli import add_mlqa_score_command
-from .xsim_cli import add_xsim_command
-from .xtreme_score_cli import add_xtreme_score_command
+from .eval_bucc import add_bucc_command
+from ..eval.embedding_eval import LayerChoice, add_layer_arguments, print_cut_lines, print_layer_table, requested_layer
+from .eval_mlqa import add_mlqa_score_command
+from .eval_xsim import add_xsim_command
+from .eval_xtreme_score import add_xtreme_score_command
 
 if TYPE_CHECKING:  # the parsers import no torch (cli.py)
     from ..train.model_source import OpenedModel
@@ -53,7 +53,7 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
     t.add_argument("--src", type=Path, default=None, help="with --tgt: your own pairs, line i of SRC translating line i of TGT (English)")
     t.add_argument("--tgt", type=Path, default=None, help="the English side of --src")
     t.add_argument("--langs", nargs="+", default=None,
-                   help="codes (de or deu) or presets paper14, xtreme36 (default: all in --data; for a TSV or --src, "
+                   help="codes (de or deu) or the language sets paper14, xtreme36 (default: all in --data; for a TSV or --src, "
                         "the language of its file name)")
     add_layer_arguments(t, "hidden_states index, or 'all' (default: XTREME's layer, see above)")
     t.set_defaults(func=run_eval_tatoeba)
@@ -63,7 +63,7 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
 
 def run_eval_tatoeba(args: argparse.Namespace) -> int:
     from ..train.model_source import open_model
-    from .tatoeba import resolve_languages
+    from ..eval.tatoeba import resolve_languages
 
     # The outputs, --layer and the data are checked before the model is opened (a run's
     # checkpoint is read then), the layer against the model's depth before any weight is loaded.
@@ -79,7 +79,7 @@ def run_eval_tatoeba(args: argparse.Namespace) -> int:
 
 def _eval_tatoeba(args: argparse.Namespace, model: OpenedModel, languages: list[str], choice: LayerChoice) -> int:
     from ..embedding import load_for_inference
-    from .tatoeba import evaluate_tatoeba
+    from ..eval.tatoeba import evaluate_tatoeba
 
     encoder, tokenizer = load_for_inference(model, args.device)
     result = evaluate_tatoeba(

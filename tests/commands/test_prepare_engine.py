@@ -1,4 +1,4 @@
-"""Tests for infoxlm.corpus.engine_cli: the ``--executor`` flags of ``prepare mono|parallel``,
+"""Tests for infoxlm.commands.prepare_engine: the ``--executor`` flags of ``prepare mono|parallel``,
 parsed without datatrove, and one line naming the extra when it is missing."""
 
 from __future__ import annotations

@@ -157,8 +157,8 @@ def _collect_inputs(inputs: list[str], lang_inputs: list[str]) -> dict[str, list
 
 def run_tokenizer_train(args: argparse.Namespace) -> int:
     """Handler of ``tokenizer train``: train, save, print a one-line summary, return 0."""
-    from .outputs import check_output_dir
-    from .tokenizer_training import train_tokenizer
+    from ..outputs import check_output_dir
+    from ..tokenizer_training import train_tokenizer
 
     # The output may be a new or empty directory, or one holding a tokenizer to replace.
     check_output_dir(args.output, flag=None, written_by_us=lambda d: any(

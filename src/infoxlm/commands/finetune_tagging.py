@@ -9,7 +9,7 @@ from ..cli_args import add_model_arguments, positive_float, positive_int
 from ..created_paths import CreatedPaths
 from ..outputs import check_output_dir
 
-from .tagging_defaults import MAX_LENGTH, SELECTIONS, SETTINGS, XTREME_NAMES
+from ..finetune.tagging_defaults import MAX_LENGTH, SELECTIONS, SETTINGS, XTREME_NAMES
 
 DESCRIPTIONS = {
     "wikiann": ("WikiANN (PAN-X) named entities: trained on English, F1 in every language",
@@ -83,8 +83,8 @@ def run_finetune_tagging(args: argparse.Namespace) -> int:
     from ..embedding import default_device
     from ..eval.xtreme_score import require_seqeval
     from ..train.model_source import open_model
-    from .tagging import run_tagging
-    from .training import FinetuneConfig
+    from ..finetune.tagging import run_tagging
+    from ..finetune.training import FinetuneConfig
 
     require_seqeval()  # before any training, not at the first epoch's scores
     check_output_dir(args.output, written_by_us=is_tagging_run, flag=None, results_of_a_run=True)

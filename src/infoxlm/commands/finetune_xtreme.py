@@ -1,6 +1,6 @@
 """``infoxlm finetune pawsx``, ``finetune xquad`` and ``finetune tydiqa``: XTREME's settings.
 
-Registered by ``finetune_cli.add_finetune_commands``, which hands over its run driver (open the
+Registered by ``finetune.add_finetune_commands``, which hands over its run driver (open the
 model, plan the settings, clean up on failure), so both modules share one and neither imports
 the other's commands.
 """
@@ -13,7 +13,7 @@ from typing import Callable
 
 from ..cli_args import add_model_arguments, positive_float, positive_int
 from ..outputs import check_output_dir
-from .xtreme_defaults import SELECTIONS, XTREME, dev_languages
+from ..finetune.xtreme_defaults import SELECTIONS, XTREME, dev_languages
 
 Runner = Callable[[argparse.Namespace, str, Callable], None]
 IsRun = Callable[[Path], bool]
@@ -57,7 +57,7 @@ def _common(p: argparse.ArgumentParser, task: str) -> None:
 
 def add_xtreme_tasks(sub: argparse._SubParsersAction, run: Runner, is_run: IsRun, device: Callable) -> None:
     """Add pawsx, xquad and tydiqa to ``infoxlm finetune``; ``run(args, task, run_setting)`` is
-    finetune_cli's driver, ``is_run`` tells a finished run directory, ``device(--device)`` the torch device."""
+    finetune.py's driver, ``is_run`` tells a finished run directory, ``device(--device)`` the torch device."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser("pawsx", help="PAWS-X: paraphrase classification (2 labels), trained on English, tested in 7 languages",
                        formatter_class=fmt, description=(
@@ -98,14 +98,14 @@ def add_xtreme_tasks(sub: argparse._SubParsersAction, run: Runner, is_run: IsRun
 
 
 def _config(args: argparse.Namespace, setting: dict):
-    from .training import FinetuneConfig
+    from ..finetune.training import FinetuneConfig
 
     return FinetuneConfig(**setting, eval_every=args.eval_every, selection="last" if args.selection == "last" else "best",
                           seed=args.seed, max_steps=args.max_steps)
 
 
 def _run_pawsx(args: argparse.Namespace, run: Runner, is_run: IsRun, device: Callable) -> int:
-    from . import pawsx
+    from ..finetune import pawsx
     from ..eval.pawsx_data import check_pawsx_languages
 
     check_output_dir(args.output, written_by_us=is_run, flag=None, results_of_a_run=True)
@@ -121,8 +121,8 @@ def _run_pawsx(args: argparse.Namespace, run: Runner, is_run: IsRun, device: Cal
 
 
 def _run_qa(args: argparse.Namespace, task: str, run: Runner, is_run: IsRun, device: Callable) -> int:
-    from . import xtreme_qa
-    from .training import FinetuneError
+    from ..finetune import xtreme_qa
+    from ..finetune.training import FinetuneError
 
     check_output_dir(args.output, written_by_us=is_run, flag=None, results_of_a_run=True)
     if args.selection == "all-dev":

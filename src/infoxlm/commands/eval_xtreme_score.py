@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .xtreme_score import TASKS  # imports seqeval only when scoring
+from ..eval.xtreme_score import TASKS  # imports seqeval only when scoring
 
 
 def add_xtreme_score_command(eval_subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +39,7 @@ def add_xtreme_score_command(eval_subparsers: argparse._SubParsersAction) -> Non
 
 
 def run_xtreme_score(args: argparse.Namespace) -> int:
-    from .xtreme_score import xtreme_score
+    from ..eval.xtreme_score import xtreme_score
 
     print(json.dumps(xtreme_score(args.task, args.labels, args.predictions, args.lang)))
     return 0

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable
 from ..cli_args import BENCH_SIZE_NAMES
 
 if TYPE_CHECKING:
-    from .sizes import Batches
+    from ..bench.sizes import Batches
 
 
 def add_bench_command(commands: argparse._SubParsersAction) -> None:
@@ -105,7 +105,7 @@ def parse_batches(
     text: str | None, max_tokens: int | str | None, default: Batches, baseline_max_tokens: int | None = None
 ) -> Batches:
     """``--batch 1,2,4``, ``--max-tokens`` and ``--baseline-max-tokens`` over the size's defaults."""
-    from .sizes import Batches, BenchError
+    from ..bench.sizes import Batches, BenchError
 
     mmlm, tlm, xlco = default.mmlm, default.tlm, default.xlco
     if text is not None:
@@ -133,9 +133,9 @@ def parse_batches(
 def run_bench_command(args: argparse.Namespace) -> int:
     import torch
 
-    from .step_benchmark import resolve_device, run_benchmark
-    from .report import format_report
-    from .sizes import BenchError, bench_size
+    from ..bench.step_benchmark import resolve_device, run_benchmark
+    from ..bench.report import format_report
+    from ..bench.sizes import BenchError, bench_size
 
     device = resolve_device(args.device)
     batches = parse_batches(

@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from infoxlm.corpus.engine_cli import add_engine_options, run_on_engine
+from infoxlm.commands.prepare_engine import add_engine_options, run_on_engine
 from infoxlm.corpus.merge import merge_stores
 from infoxlm.corpus.prepare import DEFAULT_MAX_LINE_TOKENS, prepare_monolingual, prepare_parallel
 from infoxlm.data.sampling import SAMPLING_UNITS

@@ -1,4 +1,4 @@
-"""Tests for infoxlm.corpus.show_cli: `infoxlm prepare show` as a user calls it."""
+"""Tests for infoxlm.commands.prepare_show: `infoxlm prepare show` as a user calls it."""
 
 from __future__ import annotations
 

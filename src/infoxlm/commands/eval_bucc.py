@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from ..cli_args import add_model_arguments
 from ..outputs import atomic_files, check_output_dir
-from .embedding_eval import LayerChoice, add_layer_arguments, print_cut_lines, print_layer_table, requested_layer
+from ..eval.embedding_eval import LayerChoice, add_layer_arguments, print_cut_lines, print_layer_table, requested_layer
 
 if TYPE_CHECKING:  # the parsers import no torch (cli.py)
     from ..train.model_source import OpenedModel
-    from .bucc_data import BuccSplit
+    from ..eval.bucc_data import BuccSplit
 
 DESCRIPTION = """\
 BUCC 2018 bitext mining as LASER scores it: find the translation pairs hidden in two comparable
@@ -60,7 +60,7 @@ def _listed(values: list[str] | None) -> list[str] | None:
 
 def run_eval_bucc(args: argparse.Namespace) -> int:
     from ..train.model_source import open_model
-    from .bucc_data import default_tune_on, load_bucc
+    from ..eval.bucc_data import default_tune_on, load_bucc
 
     # The outputs, --layer and every file are checked before the model is opened.
     requested = requested_layer(args)
@@ -82,7 +82,7 @@ def run_eval_bucc(args: argparse.Namespace) -> int:
 def _eval_bucc(args: argparse.Namespace, model: OpenedModel, splits: list[BuccSplit], tune_on: str,
                choice: LayerChoice, predictions: Path | None) -> None:
     from ..embedding import load_for_inference
-    from .bucc import BUCC_MARGIN, evaluate_bucc
+    from ..eval.bucc import BUCC_MARGIN, evaluate_bucc
 
     encoder, tokenizer = load_for_inference(model, args.device)
     blocks, mined = evaluate_bucc(encoder, tokenizer, splits, choice.layers, tune_on, pooling=choice.pooling,

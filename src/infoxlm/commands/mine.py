@@ -11,7 +11,7 @@ from pathlib import Path
 from ..cli_args import add_model_arguments, positive_int
 
 # Written out here because eval/margin.py and eval/mining.py import torch, which `--help` must
-# not wait for (tests/eval/test_mine_cli.py checks these against them).
+# not wait for (tests/commands/test_mine.py checks these against them).
 MARGIN_NAMES = ("ratio", "distance", "absolute")
 STRATEGY_NAMES = ("max", "fwd", "bwd", "intersect")
 BACKEND_NAMES = ("auto", "torch", "faiss")
@@ -89,8 +89,8 @@ def add_mine_command(commands: argparse._SubParsersAction) -> None:
 def run_mine(args: argparse.Namespace) -> int:
     from ..outputs import check_output_file
     from ..train.model_source import open_model
-    from .mining_text import mining_inputs, read_side
-    from .saved_embeddings import check_embeddings_dir
+    from ..eval.mining_text import mining_inputs, read_side
+    from ..eval.saved_embeddings import check_embeddings_dir
 
     # Everything that can be checked is checked before a sentence is read or a weight loaded.
     check_output_file(args.output)
@@ -109,8 +109,8 @@ def run_mine(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace):
-    from .margin import MarginOptions
-    from .mining import MineOptions
+    from ..eval.margin import MarginOptions
+    from ..eval.mining import MineOptions
 
     margin = MarginOptions(k=args.k, margin=args.margin, strategy=args.retrieval, backend=args.backend)
     return MineOptions(threshold=args.threshold, margin=margin, batch_size=args.batch_size, max_length=args.max_length,
@@ -120,8 +120,8 @@ def _options(args: argparse.Namespace):
 def _embedded(args, model, sides, layer: int, pooling: str, directory: Path) -> list:
     """Each side's vectors, made (or found) in ``directory``."""
     from ..embedding import load_for_inference
-    from .mining import embed_side, model_identity
-    from .saved_embeddings import SavedEmbeddings
+    from ..eval.mining import embed_side, model_identity
+    from ..eval.saved_embeddings import SavedEmbeddings
 
     options = _options(args)
     identity = {"model": model_identity(model), "layer": layer, "pooling": pooling, "max_length": args.max_length}
@@ -158,7 +158,7 @@ def _mine(args, sides, saved, embeddings: Path, says: str) -> int:
     import torch
 
     from ..embedding import default_device
-    from .mining import mine_vectors, write_pairs
+    from ..eval.mining import mine_vectors, write_pairs
 
     device = torch.device(args.device) if args.device is not None else default_device()
     src, tgt = (s.load(device) for s in saved)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from ..cli_args import PRESET_NAMES, positive_int, preset_list
 from ..errors import InfoXLMError
+from ..train.ablations import ABLATIONS
 
 EXPORT_FORMATS = ("hf", "sentence-transformers")
 
@@ -105,11 +107,8 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
 def _add_ablation_arguments(p: argparse.ArgumentParser) -> None:
     """The paper's ablations, each turning one part of the method off."""
     ablations = p.add_argument_group("ablations (the paper's)")
-    ablations.add_argument("--no-mmlm", action="store_true", help="−MMLM: no monolingual masked LM")
-    ablations.add_argument("--no-tlm", action="store_true", help="−TLM: no translation LM")
-    ablations.add_argument("--no-xlco", action="store_true", help="−XLCO: no cross-lingual contrast")
-    ablations.add_argument("--no-mixup", action="store_true", help="−Mixup: plain translation pairs in XLCO")
-    ablations.add_argument("--no-momentum", action="store_true", help="−Momentum: keys from the query encoder")
+    for ablation in ABLATIONS.values():  # --no-xlco … (train/ablations.py: the demo trains the same)
+        ablations.add_argument(f"--{ablation.name}", action="store_true", help=f"{ablation.label}: {ablation.says}")
     ablations.add_argument("--contrast-layer", type=int, default=None, help="contrast on this layer (contrast.layer)")
 
 
@@ -169,9 +168,9 @@ def resolved_config(args: argparse.Namespace):
 
 def _resolved(args: argparse.Namespace):
     """(config, lines to say on stderr: the contrast layer --init gave and any warnings)."""
-    from .config import apply_overrides, load_config_file
-    from .presets import preset
-    from .continuation import adopt_recorded_layer, continuation_warnings
+    from ..train.config import apply_overrides, load_config_file
+    from ..train.presets import preset
+    from ..train.continuation import adopt_recorded_layer, continuation_warnings
 
     config = preset(args.preset)
     overrides = load_config_file(args.config) if args.config else []
@@ -185,11 +184,12 @@ def _resolved(args: argparse.Namespace):
         "contrast.layer": args.contrast_layer,
     }
     overrides += [f"{name}={value}" for name, value in shortcuts.items() if value is not None]
-    overrides += [f"data.{o}_batch_size=0" for o in ("mmlm", "tlm", "xlco") if getattr(args, f"no_{o}")]
-    if args.no_mixup:
-        overrides.append("data.mixup=false")
-    if args.no_momentum:
-        overrides.append("contrast.use_momentum=false")
+    # The ablation flags last, as --set lines (so that user_set below names their fields too).
+    overrides += [
+        f"{section}.{field}={json.dumps(value)}"
+        for ablation in ABLATIONS.values() if getattr(args, ablation.name.replace("-", "_"))
+        for section, fields in ablation.changes.items() for field, value in fields.items()
+    ]
     config = apply_overrides(config, overrides)
     user_set = {item.split("=", 1)[0].strip() for item in overrides}  # section.field names
     layer = adopt_recorded_layer(config, args.preset, user_set)
@@ -197,12 +197,12 @@ def _resolved(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from .checkpoint import latest_checkpoint, list_checkpoints
-    from .config import resolve_config
-    from .console import finished_lines
-    from .continuation import refuse_without_init
-    from .loop import pretrain
-    from .stopping import RunStopped
+    from ..train.checkpoint import latest_checkpoint, list_checkpoints
+    from ..train.config import resolve_config
+    from ..train.console import finished_lines
+    from ..train.continuation import refuse_without_init
+    from ..train.loop import pretrain
+    from ..train.stopping import RunStopped
 
     config, notes = _resolved(args)
     if args.print_config:
@@ -270,7 +270,7 @@ def run_export(args: argparse.Namespace) -> int:
     from ..export.model_card import write_model_card
     from ..model.hub import written_by_infoxlm
     from ..outputs import atomic_dir, check_output_dir
-    from .model_source import RUN, open_model, resolve_model
+    from ..train.model_source import RUN, open_model, resolve_model
 
     st = args.format == "sentence-transformers"
     if not st and (args.layer is not None or args.pooling is not None):

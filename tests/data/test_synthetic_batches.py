@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from infoxlm.bench.sizes import BenchError
-from infoxlm.bench.synthetic_batches import SyntheticSpec, step_tokens, synthetic_step
+from infoxlm.data.synthetic_batches import SyntheticSpec, step_tokens, synthetic_step
+from infoxlm.errors import DataError
 
 SPEC = SyntheticSpec(vocab_size=500, block_size=32, tlm_max_length=48, xlco_max_length=24,
                      mmlm_batch_size=8, tlm_batch_size=8, xlco_batch_size=8, max_tokens=256)
@@ -31,5 +31,5 @@ def test_masking_rate_is_about_fifteen_percent():
 
 
 def test_spec_rejects_a_budget_too_small():
-    with pytest.raises(BenchError, match="max-tokens 40"):
+    with pytest.raises(DataError, match="max-tokens 40"):
         SyntheticSpec(500, 32, 48, 24, 1, 1, 1, 40)

@@ -33,7 +33,7 @@ def add_report_command(commands: argparse._SubParsersAction) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     from ..outputs import check_output_dir, check_output_file
-    from .report import write_report
+    from ..eval.report import write_report
 
     if args.output.suffix == ".md":
         check_output_file(args.output)  # its PNGs (xtreme.png, mlqa.png, …) replace any of those names beside it

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from ..cli_args import add_model_arguments, positive_int
 from ..errors import InfoXLMError
-from .embedding_eval import LayerChoice, add_layer_arguments, print_cut_lines, print_layer_table, requested_layer
+from ..eval.embedding_eval import LayerChoice, add_layer_arguments, print_cut_lines, print_layer_table, requested_layer
 
 if TYPE_CHECKING:  # the parsers import no torch (cli.py)
     from ..train.model_source import OpenedModel
-    from .xsim import AlignedText
+    from ..eval.xsim import AlignedText
 
 DESCRIPTION = """\
 xsim, the similarity-search error rate of LASER's source/xsim.py that LASER3, SONAR and MEXMA
@@ -50,7 +50,7 @@ def add_xsim_command(sub: argparse._SubParsersAction) -> None:
 
 def _inputs(args: argparse.Namespace, cut_lines: dict[str, int]) -> tuple[AlignedText, list[AlignedText], str]:
     """(target, sources, what they are) from --data or from --src/--tgt."""
-    from .xsim import ENGLISH, check_aligned, load_flores, read_aligned
+    from ..eval.xsim import ENGLISH, check_aligned, load_flores, read_aligned
 
     files = args.src is not None or args.tgt is not None
     if files == (args.data is not None):
@@ -84,8 +84,8 @@ def run_eval_xsim(args: argparse.Namespace) -> int:
 def _eval_xsim(args: argparse.Namespace, model: OpenedModel, target: AlignedText, sources: list[AlignedText],
                what: str, choice: LayerChoice) -> None:
     from ..embedding import load_for_inference
-    from .margin import MarginOptions
-    from .xsim import evaluate_xsim
+    from ..eval.margin import MarginOptions
+    from ..eval.xsim import evaluate_xsim
 
     options = MarginOptions(k=args.k, margin=args.margin)
     encoder, tokenizer = load_for_inference(model, args.device)

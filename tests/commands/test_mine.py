@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from infoxlm.cli import main
-from infoxlm.eval import margin, mine_cli, mining
+from infoxlm.commands import mine as mine_command
+from infoxlm.eval import margin, mining
 
 from conftest import TINY_TEXT
 from laser_mining import laser_mine_lines
@@ -37,8 +38,8 @@ def mine(model, work, *extra, output="mined.tsv", src="de.txt", tgt="en.txt"):
 
 
 def test_the_choices_written_in_the_parser_are_the_modules():
-    assert mine_cli.MARGIN_NAMES == margin.MARGINS and mine_cli.STRATEGY_NAMES == margin.STRATEGIES
-    assert mine_cli.BACKEND_NAMES == margin.BACKENDS and mine_cli.DEFAULT_THRESHOLD == mining.DEFAULT_THRESHOLD
+    assert mine_command.MARGIN_NAMES == margin.MARGINS and mine_command.STRATEGY_NAMES == margin.STRATEGIES
+    assert mine_command.BACKEND_NAMES == margin.BACKENDS and mine_command.DEFAULT_THRESHOLD == mining.DEFAULT_THRESHOLD
 
 
 def test_the_tsv_is_lasers_mining_of_the_saved_vectors(tiny_model_dir, corpora, capsys):

@@ -32,8 +32,8 @@ def add_mlqa_score_command(eval_subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_mlqa_score(args: argparse.Namespace) -> int:
-    from .mlqa_data import read_json
-    from .mlqa_metric import check_language, score_mlqa
+    from ..eval.mlqa_data import read_json
+    from ..eval.mlqa_metric import check_language, score_mlqa
 
     check_language(args.lang)  # before reading files, so a typo fails fast
     dataset = read_json(args.data, "an MLQA data file")

@@ -1,9 +1,9 @@
 """Synthetic but realistic training batches, in the engine's own types (``StepData``).
 
-The benchmark must not depend on a prepared corpus, yet the step it times should see what
-training sees, so the batches are built by the project's own masking and micro-batching
-code (``mask_tokens``, ``mlm_micro_batches``, ``contrast_micro_batches``) from random token
-ids with realistic shapes:
+The benchmark and the trainer's tests must not depend on a prepared corpus, yet the step they
+run should see what training sees, so the batches are built by the project's own masking and
+micro-batching code (``mask_tokens``, ``mlm_micro_batches``, ``contrast_micro_batches``) from
+random token ids with realistic shapes:
 
 - MMLM: ``<s> w … </s>`` blocks of exactly ``block_size`` tokens (as packed streams are);
 - TLM: ``<s> a </s> b </s>``, cut to ``tlm_max_length``;
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.batching import contrast_micro_batches, mlm_micro_batches
-from ..data.masking import mask_tokens
+from ..errors import DataError
 from ..special_tokens import BOS_ID, EOS_ID, FIRST_ORDINARY_ID
-from ..data.pipeline import ObjectiveStats, StepData
-from ..data.ragged import Ragged
-from .sizes import BenchError
+from .batching import contrast_micro_batches, mlm_micro_batches
+from .masking import mask_tokens
+from .pipeline import ObjectiveStats, StepData
+from .ragged import Ragged
 
 MEDIAN_SENTENCE = 24  # pieces
 SENTENCE_SIGMA = 0.5
@@ -57,13 +57,13 @@ class SyntheticSpec:
     def __post_init__(self) -> None:
         for name in ("mmlm_batch_size", "tlm_batch_size", "xlco_batch_size"):
             if getattr(self, name) < 0:
-                raise BenchError(f"{name}={getattr(self, name)}: expected a number of examples >= 0")
+                raise DataError(f"{name}={getattr(self, name)}: expected a number of examples >= 0")
         if not (self.mmlm_batch_size or self.tlm_batch_size or self.xlco_batch_size):
-            raise BenchError("every batch size is 0: expected at least one objective with examples")
+            raise DataError("every batch size is 0: expected at least one objective with examples")
         needs = {"block_size": self.block_size, "tlm_max_length": self.tlm_max_length, "2 × xlco_max_length": 2 * self.xlco_max_length}
         for what, size in needs.items():
             if size > self.max_tokens:
-                raise BenchError(f"--max-tokens {self.max_tokens} cannot hold one example ({what} = {size}); raise it to {size}")
+                raise DataError(f"--max-tokens {self.max_tokens} cannot hold one example ({what} = {size}); raise it to {size}")
 
 
 def _sentence_lengths(rng: np.random.Generator, n: int) -> np.ndarray:

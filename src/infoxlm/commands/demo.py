@@ -56,7 +56,7 @@ def add_demo_command(commands: argparse._SubParsersAction) -> None:
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
-    from .run import run_demo
+    from ..demo.run import run_demo
 
     if args.seed < 0:
         from ..errors import InfoXLMError
@@ -66,7 +66,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
     # A demo directory is reused by a second run (work/demo_settings.json says with which settings).
     check_output_dir(args.output, flag=None, written_by_us=lambda d: (d / "work" / "demo_settings.json").is_file())
-    from .settings import FULL, PAPER, PAPER_QUICK, QUICK
+    from ..demo.settings import FULL, PAPER, PAPER_QUICK, QUICK
 
     from ..train.stopping import RunStopped
 

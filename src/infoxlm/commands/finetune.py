@@ -1,5 +1,5 @@
 """``infoxlm finetune xnli`` and ``infoxlm finetune mlqa``; XTREME's other tasks register from
-their own modules (``xtreme_cli.py``) with this module's run driver."""
+their own modules (``finetune_xtreme.py``) with this module's run driver."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 from ..cli_args import add_model_arguments, positive_float, positive_int
 from ..created_paths import CreatedPaths
 from ..outputs import check_output_dir
-from . import defaults
-from .defaults import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH
-from .tagging_cli import add_tagging_commands
-from .xtreme_cli import SELECTION_HELP, add_xtreme_tasks
-from .xtreme_defaults import SELECTIONS, dev_languages
+from ..finetune import defaults
+from ..finetune.defaults import DOC_STRIDE, MAX_LENGTH, MAX_QUERY_LENGTH
+from .finetune_tagging import add_tagging_commands
+from .finetune_xtreme import SELECTION_HELP, add_xtreme_tasks
+from ..finetune.xtreme_defaults import SELECTIONS, dev_languages
 
 
 XNLI_DESCRIPTION = (
@@ -132,7 +132,7 @@ def _common(p: argparse.ArgumentParser, task: str, default_eval_every: int | Non
 
 
 def _config(args: argparse.Namespace, selection: str, setting: dict):
-    from .training import FinetuneConfig
+    from ..finetune.training import FinetuneConfig
 
     return FinetuneConfig(**setting, eval_every=args.eval_every, selection=selection, seed=args.seed, max_steps=args.max_steps)
 
@@ -142,7 +142,7 @@ def _run(args: argparse.Namespace, task: str, run_setting) -> None:
     the planned settings: ``run_setting(setting, output, model_dir, model_name, settings_chosen)``. On failure,
     what the run added to --output is removed."""
     from ..train.model_source import open_model
-    from .search import plan, run_search
+    from ..finetune.search import plan, run_search
 
     # A run that fails (a full disk, Ctrl-C) takes back what it added to --output: seeds
     # without results beside them would pass for a finished run's.
@@ -182,7 +182,7 @@ def is_finetune_run(path: Path) -> bool:
 
 
 def run_finetune_xnli(args: argparse.Namespace) -> int:
-    from . import classification
+    from ..finetune import classification
 
     from ..eval.xnli_data import check_languages
 
@@ -201,7 +201,7 @@ def run_finetune_xnli(args: argparse.Namespace) -> int:
 
 
 def run_finetune_mlqa(args: argparse.Namespace) -> int:
-    from . import qa
+    from ..finetune import qa
 
     check_output_dir(args.output, written_by_us=is_finetune_run, flag=None, results_of_a_run=True)
     selection = "last" if args.selection == "last" else "best"
