@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infoxlm.eval.plots import bars_figure, layerwise_figure, losses_figure, plot_bars, plot_layerwise, plot_losses
+from infoxlm.eval.plots import (DPI, MAX_BARS_PX, bars_figure, bars_width_px, layerwise_figure, losses_figure, plot_bars,
+                                plot_layerwise, plot_losses)
 
 pytest.importorskip("matplotlib")
 
@@ -31,10 +32,28 @@ def test_the_bars_legend_leaves_the_average_bars_visible(tmp_path):
     columns = [*"abcdefghijklmno", "Avg"]
     series = {f"model {i}": [80.0 - i] * len(columns) for i in range(5)}
     series["ours"] = [None, *[90.0] * (len(columns) - 1)]  # a missing value: no bar
-    fig = bars_figure(columns, series, "accuracy (%)", "XNLI")
+    fig = bars_figure(columns, {"XNLI": series}, "accuracy (%)")
     assert fig.axes[0].get_ylim() == (0.0, 100.0)
     assert _legend_clear_of_the_axes(fig)
-    assert plot_bars(columns, series, tmp_path / "b.png", "accuracy (%)", "XNLI").stat().st_size > 1000
+    assert plot_bars(columns, {"XNLI": series}, tmp_path / "b.png", "accuracy (%)").stat().st_size > 1000
+
+
+def test_bars_are_as_wide_as_their_languages_need_up_to_a_maximum():
+    """3 languages and Avg, four series: a narrow figure; 14 and Avg stop at the maximum, not 2,664 px."""
+    three, fourteen = ([f"l{i}" for i in range(n)] + ["Avg"] for n in (3, 14))
+    widths = [bars_figure(cols, {"t": {f"m{i}": [50.0] * len(cols) for i in range(4)}}, "%").get_size_inches()[0] * DPI
+              for cols in (three, fourteen)]
+    assert widths[0] < 700 and round(widths[1]) == MAX_BARS_PX == bars_width_px(15, 4), widths
+    assert bars_width_px(4, 1) < bars_width_px(4, 4) < bars_width_px(8, 4) < MAX_BARS_PX
+
+
+def test_both_directions_are_two_panels_of_the_same_width(tmp_path):
+    columns = ["de", "fr", "Avg (2)"]
+    panels = {"xx→en": {"ours": [90.0, 80.0, 85.0]}, "en→xx": {"ours": [70.0, None, 70.0]}}
+    fig = bars_figure(columns, panels, "top-1 accuracy (%)")
+    assert [ax.get_title() for ax in fig.axes] == ["xx→en", "en→xx"]
+    assert [p.get_height() for p in fig.axes[1].patches] == [70.0, 0.0, 70.0]  # a missing value: no bar
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == columns
 
 
 def test_the_loss_figure_has_a_panel_per_objective_and_a_line_per_run_that_has_points(tmp_path):
@@ -97,3 +116,4 @@ def test_an_evaluations_plot_names_its_model_and_marks_its_layer(monkeypatch, tm
     choice = LayerChoice(layers=[0, 1, 2], shown=2, rule="XTREME's layer", pooling="mean", every=True)
     choice.plot({"": {}}, "BUCC 2018", tmp_path / "runs" / "infoxlm-model", ylabel="F1 (%)")(tmp_path / "b.png")
     assert drawn == {"title": "infoxlm-model: BUCC 2018", "marks": {"": (2, "XTREME's layer")}, "ylabel": "F1 (%)"}
+

@@ -79,3 +79,12 @@ def test_report_draws_the_table_from_real_pawsx_and_wikiann_runs(tmp_path, capsy
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] != "–" and cells[6] != "–" and cells[1] == "–", row  # PAWS-X and WikiANN filled, XNLI not
     assert (tmp_path / "xtreme.png").is_file()
+
+
+def test_a_cell_says_over_how_many_languages_a_run_averaged():
+    """The published rows are over every XTREME language of a task; a run of 3 says it has 3."""
+    run = _results("pawsx", 61.0)
+    run["mean"]["test"] = {"en": 70.0, "de": 60.0, "fr": 53.0}
+    md = xtreme_markdown([("p", "pawsx", run)])
+    assert "| my-model | – | 61.0 (p1, 1 seed, 3 langs) | – | – | – | – | – | – |" in md
+    assert "the published rows over each task's XTREME languages, a run's over its own" in md

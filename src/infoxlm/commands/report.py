@@ -21,6 +21,8 @@ def add_report_command(commands: argparse._SubParsersAction) -> None:
             "TyDiQA, WikiANN, UD-POS and their average, the published rows of XLM-R-base, mmBERT-base and\n"
             "InfoXLM-base beside it, each cell naming its protocol and seeds (xtreme.png).\n"
             "With --output FILE.md the report is FILE.md, its PNGs beside it.\n\n"
+            "Columns are the languages the runs have; Avg (n) is every row's mean over those n, the paper's\n"
+            "rows included, and paper Avg (N) the paper's own average over all N of its languages.\n\n"
             "examples:\n"
             "  infoxlm report runs/xnli-xlt runs/mlqa runs/tatoeba.json --output runs/report\n"
             "  infoxlm report runs/*/results.json --output xtreme.md"

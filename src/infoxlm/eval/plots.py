@@ -16,6 +16,9 @@ from typing import Any, Mapping, Sequence
 from ..outputs import atomic_file
 
 PERCENT = (0.0, 100.0)  # the y-range of every accuracy axis
+DPI = 120
+# Bar figures: the legend's room beside the axes, the narrowest axes, the widest figure.
+LEGEND_IN, MIN_AXES_IN, MAX_BARS_PX = 2.4, 3.0, 1600
 
 
 def _pyplot():
@@ -39,7 +42,7 @@ def layerwise_figure(curves: dict[str, dict[int, dict[str, float]]], title: str,
     """
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = _pyplot().subplots(figsize=(7.6, 4.0), dpi=120)
+    fig, ax = _pyplot().subplots(figsize=(7.6, 4.0), dpi=DPI)
     for name, by_layer in curves.items():
         layers = sorted(by_layer)
         for line, style in zip(lines, itertools.cycle(("-", "--", ":", "-."))):
@@ -56,21 +59,39 @@ def layerwise_figure(curves: dict[str, dict[int, dict[str, float]]], title: str,
     return fig
 
 
-def bars_figure(columns: list[str], series: dict[str, list[float | None]], ylabel: str, title: str) -> Any:
-    """Grouped bars: one group per column (language, then Avg), one bar per series (model);
-    a missing value is no bar."""
-    width_in = max(6.4, 0.55 * len(columns) * max(1, len(series)) ** 0.5) + 2.0  # + the legend
-    fig, ax = _pyplot().subplots(figsize=(width_in, 4.0), dpi=120)
-    width = 0.8 / max(1, len(series))
-    for i, (name, values) in enumerate(series.items()):
-        xs = [c + (i - (len(series) - 1) / 2) * width for c in range(len(columns))]
-        ax.bar(xs, [v if v is not None else 0.0 for v in values], width, label=name)
-    ax.set_xticks(range(len(columns)))
-    ax.set_xticklabels(columns)
-    _percent_axis(ax, ylabel)
-    ax.set_title(title)
-    ax.grid(axis="y", alpha=0.3)
-    _legend_beside(ax)
+def bars_width_px(columns: int, series: int) -> int:
+    """The width of a bar figure in pixels: about a bar per (column, series) and room for the
+    legend, so that 3 languages make a narrow figure; never wider than ``MAX_BARS_PX``.
+
+    >>> bars_width_px(4, 4), bars_width_px(8, 4), bars_width_px(16, 4)  # 3 languages and Avg: 672 px
+    (672, 1056, 1600)
+    """
+    bar_in = 0.16  # one bar; a group is its bars plus a bar's width of space
+    axes_in = max(MIN_AXES_IN, columns * (series + 1) * bar_in)
+    return min(MAX_BARS_PX, round((axes_in + LEGEND_IN) * DPI))
+
+
+def bars_figure(columns: list[str], panels: Mapping[str, Mapping[str, Sequence[float | None]]], ylabel: str) -> Any:
+    """Grouped bars, one panel above the other (Tatoeba's two directions): in each, one group
+    per column (a language, then Avg), one bar per series (model); a missing value is no bar.
+
+    panels: {panel title: {series name: one value per column}}. The figure is as wide as its
+    columns need (``bars_width_px``), the panels share it.
+    """
+    n_series = max((len(series) for series in panels.values()), default=1)
+    width_in = bars_width_px(len(columns), n_series) / DPI
+    fig, axes = _pyplot().subplots(len(panels), 1, figsize=(width_in, 0.4 + 3.4 * len(panels)), dpi=DPI, squeeze=False)
+    for ax, (title, series) in zip(axes[:, 0], panels.items()):
+        width = 0.8 / max(1, len(series))
+        for i, (name, values) in enumerate(series.items()):
+            xs = [c + (i - (len(series) - 1) / 2) * width for c in range(len(columns))]
+            ax.bar(xs, [v if v is not None else 0.0 for v in values], width, label=name)
+        ax.set_xticks(range(len(columns)))
+        ax.set_xticklabels(columns)
+        _percent_axis(ax, ylabel)
+        ax.set_title(title)
+        ax.grid(axis="y", alpha=0.3)
+        _legend_beside(ax)
     return fig
 
 
@@ -83,7 +104,7 @@ def losses_figure(
     a panel has no line there. Losses are not percentages: each panel keeps its own scale;
     ``percent_panels`` (an accuracy by step) run from 0 to 100.
     """
-    fig, axes = _pyplot().subplots(1, len(panels), figsize=(10.0, 3.2), dpi=120, squeeze=False)
+    fig, axes = _pyplot().subplots(1, len(panels), figsize=(10.0, 3.2), dpi=DPI, squeeze=False)
     axes = axes[0]
     for label, by_panel in curves.items():
         for ax, panel in zip(axes, panels):
@@ -106,9 +127,10 @@ def plot_layerwise(curves: dict[str, dict[int, dict[str, float]]], path: Path, t
     return _save(layerwise_figure(curves, title, **lines), path)
 
 
-def plot_bars(columns: list[str], series: dict[str, list[float | None]], path: Path, ylabel: str, title: str) -> Path:
+def plot_bars(columns: list[str], panels: Mapping[str, Mapping[str, Sequence[float | None]]], path: Path,
+              ylabel: str) -> Path:
     """Write ``bars_figure`` as a PNG at ``path``."""
-    return _save(bars_figure(columns, series, ylabel, title), path)
+    return _save(bars_figure(columns, panels, ylabel), path)
 
 
 def plot_losses(

@@ -16,6 +16,8 @@ Inputs, recognised by their JSON content:
   with ``--validation``, the held-out numbers by step (``pretrain_report.py``).
 
 The paper's published rows (``paper_results.py``) are listed first in each table, in italics.
+A table's columns are the languages its runs have, and each average says how many languages it
+is over, the paper's own average beside it when those are not the paper's (``language_columns.py``).
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..errors import EvalDataError
 from ..json_files import RECORD_BYTES, read_json
 from .results import average, markdown_table, transfer_gap
 from ..outputs import write_text_atomically
 from . import paper_results as paper
+from .language_columns import LanguageColumns, Mean
 from .plots import plot_bars
 from .pretrain_report import is_pretrain_run, plot_pretrain, pretrain_section, read_metrics
 from ..model.sentence_layer import default_layer
@@ -81,7 +84,7 @@ def _tatoeba_block(obj: Any, file: Path, keys: tuple[str, ...] = ()) -> dict | N
                 + ", ".join(obj["layers"])
             )
         block = _tatoeba_block(obj["layers"][str(layer)], file, ("layers", str(layer)))
-        return {**block, "layer_rule": rule} if block else None
+        return {**block, "layer": layer, "layer_rule": rule} if block else None
     return None
 
 
@@ -186,78 +189,115 @@ def _italic(name: str) -> str:
     return f"*{name} (paper)*"
 
 
+def _seeds(name: str, r: dict) -> str:
+    n = len(r.get("seeds", [])) or 1
+    return f"{name} ({n} seed{'s' if n > 1 else ''})"
+
+
+def xnli_columns(runs: list[tuple[str, dict]]) -> LanguageColumns:
+    return LanguageColumns.of(paper.XNLI_LANGS, (r["mean"]["test"] for _, r in runs))
+
+
 def xnli_table(setting: str, runs: list[tuple[str, dict]]) -> str:
-    langs = paper.XNLI_LANGS
-    header = ["Model", *langs, "Avg", "gap"]
+    """The paper's rows and each run's, on the languages the runs have (``language_columns.py``)."""
+    cols = xnli_columns(runs)
     rows = []
     for model, values in paper.XNLI.get(setting, {}).items():
-        scores = dict(zip(langs, values[:-1]))
-        rows.append([_italic(model), *values[:-1], values[-1], transfer_gap(scores)])
+        scores = dict(zip(paper.XNLI_LANGS, values[:-1]))
+        rows.append([_italic(model), *cols.values(scores), *map(cols.cell, cols.averages(scores, values[-1])),
+                     cols.cell(cols.gap(scores))])
     for name, r in runs:
         test = r["mean"]["test"]
-        n = len(r.get("seeds", [])) or 1
-        rows.append([f"{name} ({n} seed{'s' if n > 1 else ''})", *(test.get(l) for l in langs),
-                     r["mean"]["test_average"], r["mean"].get("transfer_gap")])
-    return markdown_table(header, rows)
+        rows.append([_seeds(name, r), *cols.values(test), *map(cols.cell, cols.averages(test)), cols.cell(cols.gap(test))])
+    return markdown_table(["Model", *cols.header(gap=True)], rows)
 
 
-def _pair(f1: float | None, em: float | None) -> str:
-    return "–" if f1 is None else f"{f1:.1f} / {em:.1f}"
+def _pair(f1: Mean, em: Mean) -> str:
+    """An F1 / EM cell, with the languages it is over when fewer than its column's."""
+    if f1.value is None or em.value is None:
+        return "–"
+    return f"{f1.value:.1f} / {em.value:.1f}" + ("" if f1.count == f1.of else f" ({f1.count})")
+
+
+def mlqa_columns(runs: list[tuple[str, dict]]) -> LanguageColumns:
+    return LanguageColumns.of(paper.MLQA_LANGS, (r["mean"]["test"] for _, r in runs))
 
 
 def mlqa_table(runs: list[tuple[str, dict]]) -> str:
-    langs = paper.MLQA_LANGS
-    header = ["Model", *langs, "Avg", "gap"]
+    cols = mlqa_columns(runs)
     rows = []
+    scored: list[tuple[str, dict, dict, tuple[float | None, float | None]]] = []  # (name, F1s, EMs, published Avg)
     for model, values in paper.MLQA.items():
-        f1 = dict(zip(langs, (v[0] for v in values[:-1])))
-        em = dict(zip(langs, (v[1] for v in values[:-1])))
-        rows.append([_italic(model), *(_pair(*v) for v in values), _pair(transfer_gap(f1), transfer_gap(em))])
+        scored.append((_italic(model), dict(zip(paper.MLQA_LANGS, (v[0] for v in values[:-1]))),
+                       dict(zip(paper.MLQA_LANGS, (v[1] for v in values[:-1]))), values[-1]))
     for name, r in runs:
-        m = r["mean"]
-        n = len(r.get("seeds", [])) or 1
-        cells = [_pair(m["test"][l]["f1"], m["test"][l]["exact_match"]) if l in m["test"] else "–" for l in langs]
-        rows.append([f"{name} ({n} seed{'s' if n > 1 else ''})", *cells,
-                     _pair(m["average_f1"], m["average_exact_match"]),
-                     _pair(m.get("transfer_gap_f1"), m.get("transfer_gap_exact_match"))])
-    return markdown_table(header, rows)
+        test = r["mean"]["test"]
+        scored.append((_seeds(name, r), {l: s["f1"] for l, s in test.items()}, {l: s["exact_match"] for l, s in test.items()},
+                       (None, None)))
+    for name, f1, em, (avg_f1, avg_em) in scored:
+        cells = [_pair(Mean(f1.get(l), 1, 1), Mean(em.get(l), 1, 1)) for l in cols.languages]
+        averages = zip(cols.averages(f1, avg_f1), cols.averages(em, avg_em))
+        rows.append([name, *cells, *(_pair(a, b) for a, b in averages), _pair(cols.gap(f1), cols.gap(em))])
+    return markdown_table(["Model", *cols.header(gap=True)], rows)
+
+
+def tatoeba_scores(block: dict, direction: str) -> dict[str, float]:
+    """{ISO 639-1 code (the paper's columns) or the file's own code: top-1 in ``direction``}."""
+    return {_ISO.get(code, code): s[direction] for code, s in block["languages"].items()}
+
+
+def tatoeba_columns(runs: list[tuple[str, dict]]) -> LanguageColumns:
+    return LanguageColumns.of(paper.TATOEBA_LANGS, (tatoeba_scores(block, "xx2en") for _, block in runs))
 
 
 def tatoeba_table(runs: list[tuple[str, dict]]) -> str:
-    """The paper's 14 columns; a run's Avg is over those of the 14 it has (noted when fewer)."""
-    langs = paper.TATOEBA_LANGS
-    header = ["Model", "Direction", *langs, "Avg"]
+    """Both directions, the paper's rows and each run's (at the layer its file names)."""
+    cols = tatoeba_columns(runs)
     rows = []
     for direction, arrow in (("xx2en", "xx→en"), ("en2xx", "en→xx")):
         for model, values in paper.TATOEBA[direction].items():
-            rows.append([_italic(model), arrow, *values])
+            scores = dict(zip(paper.TATOEBA_LANGS, values[:-1]))
+            rows.append([_italic(model), arrow, *cols.values(scores), *map(cols.cell, cols.averages(scores, values[-1]))])
         for name, block in runs:
-            by_lang = {_ISO.get(code, code): s[direction] for code, s in block["languages"].items()}
-            present = {l: by_lang[l] for l in langs if l in by_lang}
-            avg = average(present) if present else None
+            scores = tatoeba_scores(block, direction)
             rule = f", {block['layer_rule']}" if block.get("layer_rule") else ""
-            label = f"{name} (layer {block.get('layer', '?')}{rule}" + ("" if len(present) == len(langs) else f", {len(present)} of 14") + ")"
-            rows.append([label, arrow, *(by_lang.get(l) for l in langs), avg])
-    return markdown_table(header, rows)
+            label = f"{name} (layer {block.get('layer', '?')}{rule})"
+            rows.append([label, arrow, *cols.values(scores), *map(cols.cell, cols.averages(scores))])
+    return markdown_table(["Model", "Direction", *cols.header()], rows)
 
 
 def gap_table(g: Gathered) -> str:
-    header = ["Model", "MLQA (F1)", "XNLI", "Average"]
+    """The paper's Table "gap" (over all 7 MLQA and 15 XNLI languages) and each run's gap, which
+    says over how many languages it is when fewer."""
+    header = ["Model", f"MLQA (F1, {len(paper.MLQA_LANGS)})", f"XNLI ({len(paper.XNLI_LANGS)})", "Average"]
     rows = [[_italic(m), mlqa, xnli, (mlqa + xnli) / 2] for m, (mlqa, xnli) in paper.TRANSFER_GAP.items()]
     names = list(dict.fromkeys([n for n, _ in g.mlqa] + [n for n, _ in g.xnli.get("cross-lingual-transfer", [])]))
-    mlqa = {n: r["mean"].get("transfer_gap_f1") for n, r in g.mlqa}
-    xnli = {n: r["mean"].get("transfer_gap") for n, r in g.xnli.get("cross-lingual-transfer", [])}
+    mlqa = {n: _run_gap(r, "transfer_gap_f1", paper.MLQA_LANGS) for n, r in g.mlqa}
+    xnli = {n: _run_gap(r, "transfer_gap", paper.XNLI_LANGS) for n, r in g.xnli.get("cross-lingual-transfer", [])}
     for n in names:
-        a, b = mlqa.get(n), xnli.get(n)
-        rows.append([n, a, b, (a + b) / 2 if a is not None and b is not None else None])
+        a, b = mlqa.get(n, Mean(None, 0, 0)), xnli.get(n, Mean(None, 0, 0))
+        both = (a.value + b.value) / 2 if a.value is not None and b.value is not None else None
+        partial = both is not None and (a.count < a.of or b.count < b.of)
+        rows.append([n, LanguageColumns.cell(a), LanguageColumns.cell(b), f"{both:.1f} ({a.count}, {b.count})" if partial else both])
     return markdown_table(header, rows)
+
+
+def _run_gap(results: dict, key: str, paper_langs: Sequence[str]) -> Mean:
+    """A run's transfer gap, over its own languages (out of the paper's ``paper_langs``)."""
+    mean = results["mean"]
+    n = len(mean["test"])
+    return Mean(mean.get(key), n, n if set(mean["test"]) >= set(paper_langs) else len(paper_langs))
 
 
 def build_report(g: Gathered) -> str:
     """The whole report.md text."""
     parts = ["# InfoXLM evaluation report", "",
              "Rows in italics are the paper's published numbers (base size; InfoXLM and XLM-R (reimpl) are means of "
-             "five seeds). gap = English − mean of the other languages (cross-lingual transfer gap, XTREME).", ""]
+             "five seeds). Columns are the languages of the runs reported. Avg (n): each row's mean over the "
+             "table's n languages, the paper's rows included; a cell over fewer says how many, 71.2 (2). "
+             "paper Avg (N), where the table has other languages than the paper's: the paper's published "
+             "average over all N of its languages. gap (n) = English − mean of the table's other languages "
+             "(cross-lingual transfer gap, XTREME).", ""]
     titles = {"cross-lingual-transfer": "cross-lingual transfer (English training data)",
               "translate-train-all": "translate-train-all"}
     for setting, runs in g.xnli.items():
@@ -265,13 +305,15 @@ def build_report(g: Gathered) -> str:
     if g.mlqa:
         parts += ["## MLQA: F1 / EM (%)", "", mlqa_table(g.mlqa), ""]
     if g.tatoeba:
-        parts += ["## Tatoeba, 14 languages with parallel data: top-1 accuracy (%)", "",
+        parts += ["## Tatoeba: top-1 accuracy (%)", "",
                   "Each row names its layer (a Hugging Face hidden_states index) and the rule that fixed it; "
-                  "no layer is chosen on the test data.", "", tatoeba_table(g.tatoeba), ""]
+                  "no layer is chosen on the test data. The paper's rows are its 14 languages with parallel data.", "",
+                  tatoeba_table(g.tatoeba), ""]
     if g.mlqa or g.xnli.get("cross-lingual-transfer"):
         parts += ["## Cross-lingual transfer gap (lower is better)", "",
+                  "The paper's gaps are over all its languages; a run's over fewer says over how many, 9.0 (3). "
                   "The paper's XNLI gaps (Table 'gap') differ slightly from those its XNLI table implies "
-                  "(the gap column of the XNLI table above).", "", gap_table(g), ""]
+                  "(the gap (15) column of an XNLI table above with all 15 languages).", "", gap_table(g), ""]
     if g.xtreme:
         parts += ["## XTREME", "", xtreme_markdown(g.xtreme_runs()), ""]
     for name, md in g.demo:
@@ -311,35 +353,44 @@ def nest_headings(markdown: str, under: int) -> str:
 
 
 def write_plots(g: Gathered, out: Path) -> list[Path]:
-    """The report's figures: per benchmark, each run's bars beside the paper's rows (drawn by
-    eval/plots.py); returns the PNGs written into ``out``."""
+    """The report's figures: per benchmark, each run's bars beside the paper's rows on the runs'
+    languages and their Avg (drawn by eval/plots.py, as wide as those languages need); returns
+    the PNGs written into ``out``."""
     written = []
     for setting, runs in g.xnli.items():
-        cols = [*paper.XNLI_LANGS, "Avg"]
-        series = {f"{m} (paper)": list(v) for m, v in paper.XNLI.get(setting, {}).items()}
-        for name, r in runs:
-            series[name] = [r["mean"]["test"].get(l) for l in paper.XNLI_LANGS] + [r["mean"]["test_average"]]
-        written.append(plot_bars(cols, series, out / f"xnli-{setting}.png", "accuracy (%)", f"XNLI, {setting}"))
+        cols = xnli_columns(runs)
+        series = {f"{m} (paper)": dict(zip(paper.XNLI_LANGS, v[:-1])) for m, v in paper.XNLI.get(setting, {}).items()}
+        series |= {name: r["mean"]["test"] for name, r in runs}
+        written.append(plot_bars(_bar_columns(cols), {f"XNLI, {setting}": _bars(cols, series)},
+                                 out / f"xnli-{setting}.png", "accuracy (%)"))
     if g.mlqa:
-        cols = [*paper.MLQA_LANGS, "Avg"]
-        series = {f"{m} (paper)": [v[0] for v in values] for m, values in paper.MLQA.items()}
-        for name, r in g.mlqa:
-            m = r["mean"]
-            series[name] = [m["test"][l]["f1"] if l in m["test"] else None for l in paper.MLQA_LANGS] + [m["average_f1"]]
-        written.append(plot_bars(cols, series, out / "mlqa.png", "F1 (%)", "MLQA"))
+        cols = mlqa_columns(g.mlqa)
+        series = {f"{m} (paper)": dict(zip(paper.MLQA_LANGS, (f1 for f1, _ in v[:-1]))) for m, v in paper.MLQA.items()}
+        series |= {name: {l: s["f1"] for l, s in r["mean"]["test"].items()} for name, r in g.mlqa}
+        written.append(plot_bars(_bar_columns(cols), {"MLQA": _bars(cols, series)}, out / "mlqa.png", "F1 (%)"))
     if g.tatoeba:
-        cols = [*paper.TATOEBA_LANGS, "Avg"]
-        series = {f"{m} (paper)": list(v) for m, v in paper.TATOEBA["xx2en"].items()}
-        for name, block in g.tatoeba:
-            by_lang = {_ISO.get(code, code): s["xx2en"] for code, s in block["languages"].items()}
-            present = [by_lang[l] for l in paper.TATOEBA_LANGS if l in by_lang]
-            series[name] = [by_lang.get(l) for l in paper.TATOEBA_LANGS] + [sum(present) / len(present) if present else None]
-        written.append(plot_bars(cols, series, out / "tatoeba.png", "top-1 accuracy (%)", "Tatoeba xx→en"))
+        cols = tatoeba_columns(g.tatoeba)
+        panels = {}
+        for direction, arrow in (("xx2en", "xx→en"), ("en2xx", "en→xx")):
+            series = {f"{m} (paper)": dict(zip(paper.TATOEBA_LANGS, v[:-1])) for m, v in paper.TATOEBA[direction].items()}
+            series |= {name: tatoeba_scores(block, direction) for name, block in g.tatoeba}
+            panels[f"Tatoeba {arrow}"] = _bars(cols, series)
+        written.append(plot_bars(_bar_columns(cols), panels, out / "tatoeba.png", "top-1 accuracy (%)"))
     if g.xtreme:
         written.append(plot_xtreme(g.xtreme_runs(), out / "xtreme.png"))
     for name, rows in g.pretrain:
         written.append(plot_pretrain(rows, out / f"pretrain-{name}.png"))
     return written
+
+
+def _bar_columns(cols: LanguageColumns) -> list[str]:
+    return [*cols.languages, cols.avg_label]
+
+
+def _bars(cols: LanguageColumns, series: dict[str, dict[str, float]]) -> dict[str, list[float | None]]:
+    """Each series' values on the table's languages and its mean over them (the paper's rows
+    on the same languages: every Avg bar is over the same set)."""
+    return {name: [*cols.values(scores), cols.mean(scores).value] for name, scores in series.items()}
 
 
 def write_report(paths: list[str | Path], output: str | Path) -> tuple[str, list[Path]]:

@@ -2,8 +2,9 @@
 
 Columns and the score each reads from a run's ``results.json`` (``mean`` over its seeds):
 XNLI and PAWS-X accuracy (``test_average``); XQuAD, MLQA and TyDiQA-GoldP F1 (``average_f1``);
-WikiANN and UD-POS seqeval F1 (``test_average``). The average is over the seven, shown only
-when a row has all seven. Every cell names the protocol that produced it (a short label, its
+WikiANN and UD-POS seqeval F1 (``test_average``), each a run's mean over the languages it
+tested (the cell says how many; the published rows are over XTREME's languages of each task).
+The average is over the seven, shown only when a row has all seven. Every cell names the protocol that produced it (a short label, its
 words under the table) and how many seeds were averaged, since numbers of different protocols
 (the checkpoint kept on English dev after each epoch, on the joint dev set, or the last one)
 differ by a point or two.
@@ -70,7 +71,10 @@ def _rows(runs: Sequence[tuple[str, str, dict]]) -> tuple[dict[str, dict[str, st
         model = str(results.get("model") or name)
         key = model if column not in rows.get(model, {}) else f"{model} ({name})"  # a second run: its own row
         n = len(results.get("seeds") or [0])
-        rows.setdefault(key, {})[column] = f"{score:.1f} (p{protocols.index(words) + 1}, {n} seed{'s' if n != 1 else ''})"
+        test = results["mean"].get("test")
+        languages = f", {len(test)} lang{'s' if len(test) != 1 else ''}" if isinstance(test, dict) and test else ""
+        rows.setdefault(key, {})[column] = (f"{score:.1f} (p{protocols.index(words) + 1}, {n} seed{'s' if n != 1 else ''}"
+                                            f"{languages})")
         rows[key][f"score:{column}"] = score
     return rows, protocols
 
@@ -89,8 +93,9 @@ def xtreme_markdown(runs: Sequence[tuple[str, str, dict]]) -> str:
         table.append([model, *(cells.get(c) for c in COLUMNS), _average(scores)])
     lines = [markdown_table(["Model", *COLUMNS, "Avg"], table), "",
              "XNLI and PAWS-X: accuracy; XQuAD, MLQA, TyDiQA: F1; WikiANN, UD-POS: seqeval F1 (XTREME's "
-             "evaluate.py); all test, mean over languages (%). Avg only over all seven. Each cell: score "
-             "(protocol, seeds averaged)."]
+             "evaluate.py); all test, mean over languages (%): the published rows over each task's XTREME "
+             "languages, a run's over its own. Avg only over all seven. Each cell: score (protocol, seeds "
+             "averaged, languages averaged)."]
     lines += [f"- p{i}: {words}" for i, words in enumerate(protocols, 1)]
     return "\n".join(lines) + "\n"
 
@@ -102,4 +107,4 @@ def plot_xtreme(runs: Sequence[tuple[str, str, dict]], png: Path) -> Path:
     for model, cells in rows.items():
         scores = [cells.get(f"score:{c}") for c in COLUMNS]
         series[model] = [*scores, _average(scores)]
-    return plot_bars([*COLUMNS, "Avg"], series, png, "score (%)", "XTREME, base-size models")
+    return plot_bars([*COLUMNS, "Avg"], {"XTREME, base-size models": series}, png, "score (%)")

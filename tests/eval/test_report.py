@@ -32,18 +32,18 @@ def test_report_tables_and_plots(tmp_path, capsys):
     md = (tmp_path / "report" / "report.md").read_text()
     assert md in capsys.readouterr().out
     lines = md.splitlines()
-    assert "| Model | en | fr | es | de | el | bg | ru | tr | ar | vi | th | zh | hi | sw | ur | Avg | gap |" in lines
-    assert ("| *InfoXLM (paper)* | 86.4 | 80.3 | 80.9 | 79.3 | 77.8 | 79.3 | 77.6 | 75.6 | 74.2 | 77.1 | 74.6 | 77.0 "
-            "| 72.2 | 67.5 | 67.3 | 76.5 | 10.6 |") in lines
-    assert "| xnli-run (2 seeds) | 80.0 | 72.0 | – | 70.0 | – | – | – | – | – | – | – | – | – | – | – | 74.0 | 9.0 |" in lines
-    assert ("| *InfoXLM (paper)* | 81.6 / 68.3 | 69.8 / 51.6 | 64.3 / 49.4 | 60.6 / 40.9 | 65.2 / 47.1 | 70.2 / 49.0 "
-            "| 64.8 / 41.3 | 68.1 / 49.6 | 15.8 / 21.7 |") in lines
-    assert "| mlqa-run (1 seed) | 70.0 / 50.0 | – | 60.0 / 40.0 | – | – | – | – | 65.0 / 45.0 | 10.0 / 10.0 |" in lines
-    assert ("| *InfoXLM (paper)* | xx→en | 59.0 | 78.6 | 86.3 | 93.9 | 62.1 | 79.4 | 87.1 | 83.8 | 88.2 | 39.5 "
-            "| 84.9 | 83.3 | 73.0 | 89.6 | 77.8 |") in lines
-    assert "| tatoeba (layer 8, 2 of 14) | en→xx | – | – | 70.0 | 91.0 | – | – | – | – | – | – | – | – | – | – | 80.5 |" in lines
+    assert "| Model | en | fr | de | Avg (3) | paper Avg (15) | gap (3) |" in lines  # the run's languages only
+    # The paper's rows on the run's 3 languages, beside the 15-language average it published.
+    assert "| *InfoXLM (paper)* | 86.4 | 80.3 | 79.3 | 82.0 | 76.5 | 6.6 |" in lines
+    assert "| xnli-run (2 seeds) | 80.0 | 72.0 | 70.0 | 74.0 | – | 9.0 |" in lines
+    assert "| Model | en | de | Avg (2) | paper Avg (7) | gap (2) |" in lines
+    assert "| *InfoXLM (paper)* | 81.6 / 68.3 | 64.3 / 49.4 | 72.9 / 58.8 | 68.1 / 49.6 | 17.3 / 18.9 |" in lines
+    assert "| mlqa-run (1 seed) | 70.0 / 50.0 | 60.0 / 40.0 | 65.0 / 45.0 | – | 10.0 / 10.0 |" in lines
+    assert "| Model | Direction | zh | de | Avg (2) | paper Avg (14) |" in lines
+    assert "| *InfoXLM (paper)* | xx→en | 86.3 | 93.9 | 90.1 | 77.8 |" in lines
+    assert "| tatoeba (layer 8) | en→xx | 70.0 | 91.0 | 80.5 | – |" in lines
     assert "| *XLM-R (paper)* | 17.6 | 10.4 | 14.0 |" in lines
-    assert "| xnli-run | – | 9.0 | – |" in lines and "| mlqa-run | 10.0 | – | – |" in lines
+    assert "| xnli-run | – | 9.0 (3) | – |" in lines and "| mlqa-run | 10.0 (2) | – | – |" in lines
     for png in ("xnli-cross-lingual-transfer.png", "mlqa.png", "tatoeba.png"):
         assert (tmp_path / "report" / png).stat().st_size > 1000
 
@@ -115,3 +115,55 @@ def test_an_included_demo_report_is_nested_under_its_section(tmp_path):
     assert [line for line in lines if line.startswith("# ")] == ["# InfoXLM evaluation report", "# a shell comment"]
     section = lines.index("## Demo: demo")
     assert lines[section + 2] == "### infoxlm demo" and "#### Retrieval" in lines[section:]
+
+
+PAPER14 = ["ara", "bul", "cmn", "deu", "ell", "fra", "hin", "rus", "spa", "swh", "tha", "tur", "urd", "vie"]
+
+
+def _tatoeba(codes: list[str], layer: int = 8) -> dict:
+    """A one-layer `eval tatoeba` block: xx→en 80, 81, … and en→xx 70, 71, … in ``codes`` order."""
+    languages = {c: {"xx2en": 80.0 + i, "en2xx": 70.0 + i, "n": 10} for i, c in enumerate(codes)}
+    average = {d: sum(s[d] for s in languages.values()) / len(codes) for d in ("xx2en", "en2xx")}
+    return {"layer": layer, "pooling": "mean", "languages": languages, "average": average}
+
+
+def _png_width(path) -> int:
+    return int.from_bytes(path.read_bytes()[16:20], "big")  # the IHDR chunk's width
+
+
+def test_a_three_language_result_is_averaged_over_its_three_and_the_paper_over_the_same(tmp_path):
+    """A 3-language mean sat in the column of the paper's 14-language one, with 12 empty slots."""
+    (tmp_path / "t3.json").write_text(json.dumps(_tatoeba(["deu", "fra", "jpn"])))  # jpn: not among the paper's 14
+    assert main(["report", str(tmp_path / "t3.json"), "--output", str(tmp_path / "r.md")]) == 0
+    lines = (tmp_path / "r.md").read_text().splitlines()
+    assert "| Model | Direction | de | fr | ja | Avg (3) | paper Avg (14) |" in lines
+    # The paper's row: its de and fr, their mean saying it is over 2, and its own 14-language Avg.
+    assert f"| *InfoXLM (paper)* | xx→en | 93.9 | 79.4 | – | {(93.9 + 79.4) / 2:.1f} (2) | 77.8 |" in lines
+    assert "| t3 (layer 8) | xx→en | 80.0 | 81.0 | 82.0 | 81.0 | – |" in lines
+    assert "| t3 (layer 8) | en→xx | 70.0 | 71.0 | 72.0 | 71.0 | – |" in lines
+    assert "Avg (n): each row's mean over the table's n languages" in (tmp_path / "r.md").read_text()
+
+
+def test_a_result_with_all_the_papers_languages_has_one_avg_the_papers_as_published(tmp_path):
+    langs = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
+    run = {"task": "xnli", "seeds": [0], "mean": {"test": {l: 70.0 for l in langs}, "test_average": 70.0}}
+    (tmp_path / "xnli").mkdir()
+    (tmp_path / "xnli" / "results.json").write_text(json.dumps(run))
+    assert main(["report", str(tmp_path / "xnli"), "--output", str(tmp_path / "r")]) == 0
+    lines = (tmp_path / "r" / "report.md").read_text().splitlines()
+    assert f"| Model | {' | '.join(langs)} | Avg (15) | gap (15) |" in lines
+    assert ("| *InfoXLM (paper)* | 86.4 | 80.3 | 80.9 | 79.3 | 77.8 | 79.3 | 77.6 | 75.6 | 74.2 | 77.1 | 74.6 | 77.0 "
+            "| 72.2 | 67.5 | 67.3 | 76.5 | 10.6 |") in lines
+    assert f"| xnli (1 seed) | {' | '.join(['70.0'] * 15)} | 70.0 | 0.0 |" in lines
+
+
+def test_a_three_language_plot_is_about_three_languages_wide_and_fourteen_stay_under_the_maximum(tmp_path):
+    from infoxlm.eval.plots import MAX_BARS_PX
+
+    widths = {}
+    for name, codes in (("three", ["deu", "fra", "jpn"]), ("fourteen", PAPER14)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(_tatoeba(codes)))
+        assert main(["report", str(tmp_path / f"{name}.json"), "--output", str(tmp_path / name)]) == 0
+        widths[name] = _png_width(tmp_path / name / "tatoeba.png")
+    assert widths["three"] <= 800 and widths["fourteen"] == MAX_BARS_PX == 1600, widths  # was 2,664 px
+
