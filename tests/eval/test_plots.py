@@ -117,3 +117,14 @@ def test_an_evaluations_plot_names_its_model_and_marks_its_layer(monkeypatch, tm
     choice.plot({"": {}}, "BUCC 2018", tmp_path / "runs" / "infoxlm-model", ylabel="F1 (%)")(tmp_path / "b.png")
     assert drawn == {"title": "infoxlm-model: BUCC 2018", "marks": {"": (2, "XTREME's layer")}, "ylabel": "F1 (%)"}
 
+
+def test_an_overlay_draws_each_model_in_one_colour_its_mark_included():
+    curves = {name: {k: {"xx2en": 10.0 * k + i, "en2xx": 5.0 * k} for k in range(5)} for i, name in enumerate(("a", "b"))}
+    fig = layerwise_figure(curves, "Tatoeba", marks={"a": (3, "its contrast layer"), "b": (2, "the middle layer")})
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    for name, layer in (("a", 3), ("b", 2)):
+        mark = lines[f"{name}: layer {layer}, {'its contrast layer' if name == 'a' else 'the middle layer'}"]
+        assert list(mark.get_xdata()) == [layer, layer]
+        assert mark.get_color() == lines[f"{name} xx2en"].get_color() == lines[f"{name} en2xx"].get_color()
+    assert lines["a xx2en"].get_color() != lines["b xx2en"].get_color()
+    assert [lines[f"a {d}"].get_linestyle() for d in ("xx2en", "en2xx")] == ["-", "--"]

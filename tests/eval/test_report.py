@@ -167,3 +167,40 @@ def test_a_three_language_plot_is_about_three_languages_wide_and_fourteen_stay_u
         widths[name] = _png_width(tmp_path / name / "tatoeba.png")
     assert widths["three"] <= 800 and widths["fourteen"] == MAX_BARS_PX == 1600, widths  # was 2,664 px
 
+
+def _layers(codes: list[str], layer: int, rule: str, depth: int = 4) -> dict:
+    """An `eval tatoeba --layer all` output: every layer's block, the default layer and its rule."""
+    blocks = {}
+    for k in range(depth + 1):
+        block = _tatoeba(codes, layer=k)
+        block["average"] = {"xx2en": 10.0 * k + len(codes), "en2xx": 9.0 * k}
+        blocks[str(k)] = block
+    return {"pooling": "mean", "layer": layer, "layer_rule": rule, "layers": blocks}
+
+
+def test_two_layer_all_results_are_overlaid_each_with_its_contrast_layer_marked(tmp_path, monkeypatch):
+    import infoxlm.eval.layer_overlay
+
+    drawn, real = {}, infoxlm.eval.layer_overlay.plot_layerwise
+    monkeypatch.setattr(infoxlm.eval.layer_overlay, "plot_layerwise",
+                        lambda curves, path, title, **kw: drawn.update(curves=curves, title=title, **kw) or real(curves, path, title, **kw))
+    (tmp_path / "infoxlm.json").write_text(json.dumps(_layers(["deu", "fra"], 3, "the contrast layer the model records")))
+    (tmp_path / "xlmr.json").write_text(json.dumps(_layers(["deu", "fra", "jpn"], 2, "the middle layer of 4")))
+    args = [str(tmp_path / "infoxlm.json"), str(tmp_path / "xlmr.json"), "--output", str(tmp_path / "r.md")]
+    assert main(["report", *args]) == 0
+    md = (tmp_path / "r.md").read_text()
+    assert "![Tatoeba by layer](tatoeba-layers.png)" in md and (tmp_path / "tatoeba-layers.png").stat().st_size > 1000
+    assert drawn["marks"] == {"infoxlm (2 languages)": (3, "the contrast layer the model records"),
+                              "xlmr (3 languages)": (2, "the middle layer of 4")}
+    assert drawn["curves"]["xlmr (3 languages)"][4] == {"xx2en": 43.0, "en2xx": 36.0}
+    assert sorted(drawn["curves"]["infoxlm (2 languages)"]) == [0, 1, 2, 3, 4]
+    # The tables read each file at its marked layer.
+    assert "| infoxlm (layer 3, the contrast layer the model records) | xx→en | 80.0 | 81.0 | – | 80.5 (2) | – |" in md.splitlines()
+
+
+def test_a_layer_all_result_with_a_malformed_layer_is_one_line_naming_it(tmp_path, capsys):
+    obj = _layers(["deu"], 3, "the contrast layer the model records")
+    obj["layers"]["1"]["average"]["en2xx"] = "high"
+    (tmp_path / "t.json").write_text(json.dumps(obj))
+    assert main(["report", str(tmp_path / "t.json"), "--output", str(tmp_path / "r.md")]) == 1
+    assert capsys.readouterr().err.strip() == f'infoxlm: error: {tmp_path / "t.json"}: layers.1.average.en2xx is "high"; expected a number'

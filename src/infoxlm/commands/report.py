@@ -22,10 +22,13 @@ def add_report_command(commands: argparse._SubParsersAction) -> None:
             "InfoXLM-base beside it, each cell naming its protocol and seeds (xtreme.png).\n"
             "With --output FILE.md the report is FILE.md, its PNGs beside it.\n\n"
             "Columns are the languages the runs have; Avg (n) is every row's mean over those n, the paper's\n"
-            "rows included, and paper Avg (N) the paper's own average over all N of its languages.\n\n"
+            "rows included, and paper Avg (N) the paper's own average over all N of its languages.\n"
+            "Files of `eval tatoeba --layer all` are also overlaid in tatoeba-layers.png, one colour per\n"
+            "file, each one's layer (its contrast layer, or its rule's) dotted.\n\n"
             "examples:\n"
             "  infoxlm report runs/xnli-xlt runs/mlqa runs/tatoeba.json --output runs/report\n"
-            "  infoxlm report runs/*/results.json --output xtreme.md"
+            "  infoxlm report runs/*/results.json --output xtreme.md\n"
+            "  infoxlm report mine.json xlmr.json --output layers.md   # two --layer all files overlaid"
         ),
     )
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories or result JSON files")

@@ -44,7 +44,8 @@ from ..data.pipeline import OBJECTIVES
 from ..embedding import embed_layers
 from ..errors import InfoXLMError
 from ..json_files import CONFIG_BYTES, read_json
-from ..eval.plots import plot_layerwise, plot_losses
+from ..eval.layer_overlay import LayerCurve, plot_layer_overlay
+from ..eval.plots import plot_losses
 from ..eval.tatoeba import evaluate_tatoeba, load_pairs, resolve_languages
 from ..model.encoder import Encoder
 from ..model.fast_paths import FastPaths
@@ -425,14 +426,14 @@ def _summary(models: dict[str, dict[str, Any]], splits: Sequence[str]) -> dict[s
 
 def _plots(out: Path, models: dict[str, dict[str, Any]], splits: Sequence[str]) -> list[str]:
     """Layer-wise retrieval (InfoXLM against −XLCO, and the starting point where there is one)
-    on the test and held-out splits, and the training losses."""
+    on the test and held-out splits, each model's table layer marked, and the training losses."""
     written = []
-    shown = [name for name in ("infoxlm", "no-xlco", START) if name in models]
+    shown = [models[name] for name in ("infoxlm", "no-xlco", START) if name in models]
     for split, title in (("test", "test split"), ("heldout", "held-out split (Firefox)")):
-        curves = {
-            models[n]["label"]: {k: r["average"] for k, r in models[n]["retrieval"][split].items()} for n in shown
-        }
-        written.append(str(plot_layerwise(curves, out / f"retrieval_{split}.png", f"Retrieval by layer, {title}")))
+        curves = [LayerCurve(m["label"], {k: r["average"] for k, r in m["retrieval"][split].items()}, m["layer"],
+                             "its tables' layer" + (" (best on dev)" if "dev" in m["retrieval"] else ""),
+                             len(next(iter(m["retrieval"][split].values()))["languages"])) for m in shown]
+        written.append(str(plot_layer_overlay(curves, out / f"retrieval_{split}.png", f"Retrieval by layer, {title}")))
     losses = {model["label"]: _loss_curves(Path(model["run"])) for model in models.values() if "run" in model}
     written.append(str(plot_losses(losses, [name.upper() for name in OBJECTIVES], out / "loss.png")))
     return written

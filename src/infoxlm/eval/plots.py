@@ -17,7 +17,8 @@ from ..outputs import atomic_file
 
 PERCENT = (0.0, 100.0)  # the y-range of every accuracy axis
 DPI = 120
-# Bar figures: the legend's room beside the axes, the narrowest axes, the widest figure.
+# Bar figures: the legend's room beside the axes, the narrowest axes, the widest figure (of
+# every figure: a layer-wise one widens with its legend up to it too).
 LEGEND_IN, MIN_AXES_IN, MAX_BARS_PX = 2.4, 3.0, 1600
 
 
@@ -38,18 +39,28 @@ def layerwise_figure(curves: dict[str, dict[int, dict[str, float]]], title: str,
 
     curves: {model name: {layer: {line: value}}}, e.g. {"": {8: {"xx2en": 91.2, "en2xx": 90.4}}}.
     marks: {model name: (layer, why)}: a dotted line at each model's own layer (the one its
-    scores are reported at, e.g. its contrast layer), named in the legend.
+    scores are reported at, e.g. its contrast layer), named in the legend. With several
+    models (an overlay), each has one colour, its lines and its mark; the entries of ``lines``
+    differ by line style.
     """
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = _pyplot().subplots(figsize=(7.6, 4.0), dpi=DPI)
+    labels = [f"{name} {line}" for name in curves for line in lines]
+    labels += [f"{name}: layer {layer}, {why}" for name, (layer, why) in (marks or {}).items()]
+    # Axes wide enough for the title, the legend's longest label beside them (~0.056 in a character).
+    width_in = max(7.6, 5.2 + 0.6 + 0.056 * max(map(len, labels), default=0))
+    fig, ax = _pyplot().subplots(figsize=(min(width_in, MAX_BARS_PX / DPI), 4.0), dpi=DPI)
+    overlay = len(curves) > 1
+    colors = {name: f"C{i % 10}" if overlay else None for i, name in enumerate(curves)}
     for name, by_layer in curves.items():
         layers = sorted(by_layer)
         for line, style in zip(lines, itertools.cycle(("-", "--", ":", "-."))):
             label = f"{name} {line}" if name else line
-            ax.plot(layers, [by_layer[k][line] for k in layers], style, marker="o", markersize=3, label=label)
-    for (name, (layer, why)), color in zip((marks or {}).items(), itertools.cycle(("0.45", "0.7"))):
-        ax.axvline(layer, color=color, linestyle=":", linewidth=1.2, label=f"{name + ': ' if name else ''}layer {layer}, {why}")
+            ax.plot(layers, [by_layer[k][line] for k in layers], style, marker="o", markersize=3, label=label,
+                    color=colors[name])
+    for (name, (layer, why)), grey in zip((marks or {}).items(), itertools.cycle(("0.45", "0.7"))):
+        ax.axvline(layer, color=colors.get(name) or grey, linestyle=":", linewidth=1.2,
+                   label=f"{name + ': ' if name else ''}layer {layer}, {why}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("layer (hidden_states index; 0 = embeddings)")
     _percent_axis(ax, ylabel)

@@ -7,7 +7,8 @@ Inputs, recognised by their JSON content:
 * ``infoxlm eval tatoeba`` outputs (one layer: ``{"layer", "languages", "average"}``; all
   layers: ``{"layer", "layer_rule", "layers": {k: …}}``, reported at the fixed layer the file
   names, the protocol's default layer; files without one at ``default_layer``'s rule for their
-  depth). A layer is never chosen by its score on the test data;
+  depth). A layer is never chosen by its score on the test data. All-layer files are also
+  overlaid in one figure, each one's layer marked (``layer_overlay.py``);
 * ``infoxlm finetune`` runs of XTREME's other tasks (pawsx, xquad, tydiqa, wikiann, udpos): with
   XNLI and MLQA, the XTREME table of ``xtreme_table.py``;
 * ``infoxlm demo`` directories (``results.json`` with ``"models"``): their ``results.md``,
@@ -34,6 +35,7 @@ from .results import average, markdown_table, transfer_gap
 from ..outputs import write_text_atomically
 from . import paper_results as paper
 from .language_columns import LanguageColumns, Mean
+from .layer_overlay import LayerCurve, plot_layer_overlay
 from .plots import plot_bars
 from .pretrain_report import is_pretrain_run, plot_pretrain, pretrain_section, read_metrics
 from ..model.sentence_layer import default_layer
@@ -51,6 +53,7 @@ class Gathered:
     demo: list[tuple[str, str]] = field(default_factory=list)  # (name, results.md text)
     xtreme: list[tuple[str, str, dict]] = field(default_factory=list)  # (name, task, results) of XTREME_ONLY tasks
     pretrain: list[tuple[str, list[dict]]] = field(default_factory=list)  # (name, metrics.jsonl records)
+    tatoeba_layers: list[LayerCurve] = field(default_factory=list)  # eval tatoeba --layer all files
 
     def xtreme_runs(self) -> list[tuple[str, str, dict]]:
         """(name, task, results) of every run the XTREME table has a column for."""
@@ -99,6 +102,17 @@ _MLQA_SHAPE = {"seeds?": "list", "mean": {
 _XTREME_SHAPE = {"seeds?": "list", "protocol?": "name or words",
                  "mean": {"test_average?": "number", "average_f1?": "number"}}
 _TATOEBA_SHAPE = {"layer?": "integer", "languages": {"*": {"xx2en": "number", "en2xx": "number"}}}
+
+
+def _layer_curve(name: str, obj: dict, block: dict, file: Path) -> LayerCurve:
+    """The average top-1 by layer of an ``eval tatoeba --layer all`` file (each layer checked)."""
+    curve = {}
+    for key, layer in obj["layers"].items():
+        if not key.isdigit():
+            raise EvalDataError(f"{file}: layers has the key {key!r}; expected hidden_states indices (0, 1, …)")
+        _check_shape(layer, {"average": {"xx2en": "number", "en2xx": "number"}}, file, "tatoeba", ("layers", key))
+        curve[int(key)] = layer["average"]
+    return LayerCurve(name, curve, block["layer"], block["layer_rule"], len(block["languages"]))
 
 
 def _is_number(value: Any) -> bool:
@@ -172,6 +186,8 @@ def gather(paths: list[str | Path]) -> Gathered:
                 out.xtreme.append((name, obj["task"], obj))
             elif (block := _tatoeba_block(obj, file)) is not None:
                 out.tatoeba.append((name if path.is_file() else f"{name}/{file.stem}", block))
+                if "layers" in obj:
+                    out.tatoeba_layers.append(_layer_curve(out.tatoeba[-1][0], obj, block, file))
             elif isinstance(obj, dict) and "models" in obj and "summary" in obj:
                 md = file.with_name("results.md")
                 out.demo.append((name, md.read_text(encoding="utf-8") if md.is_file() else "(no results.md)"))
@@ -309,6 +325,12 @@ def build_report(g: Gathered) -> str:
                   "Each row names its layer (a Hugging Face hidden_states index) and the rule that fixed it; "
                   "no layer is chosen on the test data. The paper's rows are its 14 languages with parallel data.", "",
                   tatoeba_table(g.tatoeba), ""]
+    if g.tatoeba_layers:
+        parts += ["## Tatoeba by layer", "",
+                  "Average top-1 (%) at every layer of each --layer all file, one colour per file (xx→en solid, "
+                  "en→xx dashed); the dotted line in its colour marks the layer its row above is read at "
+                  "(its contrast layer, or the rule named in the legend).", "",
+                  "![Tatoeba by layer](tatoeba-layers.png)", ""]
     if g.mlqa or g.xnli.get("cross-lingual-transfer"):
         parts += ["## Cross-lingual transfer gap (lower is better)", "",
                   "The paper's gaps are over all its languages; a run's over fewer says over how many, 9.0 (3). "
@@ -354,8 +376,8 @@ def nest_headings(markdown: str, under: int) -> str:
 
 def write_plots(g: Gathered, out: Path) -> list[Path]:
     """The report's figures: per benchmark, each run's bars beside the paper's rows on the runs'
-    languages and their Avg (drawn by eval/plots.py, as wide as those languages need); returns
-    the PNGs written into ``out``."""
+    languages and their Avg (drawn by eval/plots.py, as wide as those languages need), the
+    layer-wise curves of --layer all files overlaid; returns the PNGs written into ``out``."""
     written = []
     for setting, runs in g.xnli.items():
         cols = xnli_columns(runs)
@@ -376,6 +398,8 @@ def write_plots(g: Gathered, out: Path) -> list[Path]:
             series |= {name: tatoeba_scores(block, direction) for name, block in g.tatoeba}
             panels[f"Tatoeba {arrow}"] = _bars(cols, series)
         written.append(plot_bars(_bar_columns(cols), panels, out / "tatoeba.png", "top-1 accuracy (%)"))
+    if g.tatoeba_layers:
+        written.append(plot_layer_overlay(g.tatoeba_layers, out / "tatoeba-layers.png", "Tatoeba by layer"))
     if g.xtreme:
         written.append(plot_xtreme(g.xtreme_runs(), out / "xtreme.png"))
     for name, rows in g.pretrain:
