@@ -190,6 +190,7 @@ def test_two_layer_all_results_are_overlaid_each_with_its_contrast_layer_marked(
     assert main(["report", *args]) == 0
     md = (tmp_path / "r.md").read_text()
     assert "![Tatoeba by layer](tatoeba-layers.png)" in md and (tmp_path / "tatoeba-layers.png").stat().st_size > 1000
+    assert "| infoxlm | 3 | the contrast layer the model records | 2 | 32.0 | 27.0 |" in md.splitlines()
     assert drawn["marks"] == {"infoxlm (2 languages)": (3, "the contrast layer the model records"),
                               "xlmr (3 languages)": (2, "the middle layer of 4")}
     assert drawn["curves"]["xlmr (3 languages)"][4] == {"xx2en": 43.0, "en2xx": 36.0}
@@ -204,3 +205,44 @@ def test_a_layer_all_result_with_a_malformed_layer_is_one_line_naming_it(tmp_pat
     (tmp_path / "t.json").write_text(json.dumps(obj))
     assert main(["report", str(tmp_path / "t.json"), "--output", str(tmp_path / "r.md")]) == 1
     assert capsys.readouterr().err.strip() == f'infoxlm: error: {tmp_path / "t.json"}: layers.1.average.en2xx is "high"; expected a number'
+
+
+def _bucc_layers(layer: int, splits=("sample", "training")) -> dict:
+    """An `eval bucc --layer all` output: per layer each pair's splits and their average P / R / F1."""
+    def block(k):
+        average = {s: {"precision": 50.0, "recall": 40.0, "f1": 10.0 * k + i} for i, s in enumerate(splits)}
+        return {"layer": k, "pooling": "mean", "tune_on": "training", "pairs": {"de-en": {}, "fr-en": {}}, "average": average}
+    return {"margin": {"margin": "ratio", "k": 4, "strategy": "max"}, "pooling": "mean", "layer": layer,
+            "layer_rule": "the contrast layer the model records", "layers": {str(k): block(k) for k in range(4)}}
+
+
+def _xsim_layers(layer: int) -> dict:
+    """An `eval xsim --layer all` output: per layer the error rates both ways, per language and on average."""
+    def block(k):
+        rates = {"xx2tgt": 50.0 - 10 * k, "tgt2xx": 45.0 - 10 * k}
+        return {"layer": k, "pooling": "mean", "target": "eng_Latn", "languages": {"deu_Latn": {**rates, "n": 3}},
+                "average": {**rates, "both": 47.5 - 10 * k}}
+    return {"data": "own pairs", "margin": {"margin": "ratio", "k": 4}, "pooling": "mean", "layer": layer,
+            "layer_rule": "XTREME: layer 7 of 12 above the embeddings", "layers": {str(k): block(k) for k in range(4)}}
+
+
+def test_bucc_and_xsim_layer_all_files_get_a_figure_each_and_the_layer_each_reports_at(tmp_path):
+    files = {"b-mine": _bucc_layers(3), "b-xlmr": _bucc_layers(2, splits=("training",)), "x": _xsim_layers(1)}
+    for name, obj in files.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(obj))
+    assert main(["report", *(str(tmp_path / f"{n}.json") for n in files), "--output", str(tmp_path / "r.md")]) == 0
+    lines = (tmp_path / "r.md").read_text().splitlines()
+    assert "## BUCC 2018 by layer" in lines and "## xsim by layer (lower is better)" in lines
+    assert "| b-mine | 3 | the contrast layer the model records | 2 | 30.0 | 31.0 |" in lines
+    assert "| b-xlmr | 2 | the contrast layer the model records | 2 | – | 20.0 |" in lines  # no sample split
+    assert "| x | 1 | XTREME: layer 7 of 12 above the embeddings | 1 | 40.0 | 35.0 |" in lines
+    for png in ("bucc-layers.png", "xsim-layers.png"):
+        assert f"![{'BUCC 2018 by layer' if 'bucc' in png else 'xsim by layer (lower is better)'}]({png})" in lines
+        assert (tmp_path / png).stat().st_size > 1000
+
+
+def test_a_one_layer_bucc_file_is_refused_saying_what_the_report_reads(tmp_path, capsys):
+    one = _bucc_layers(3)["layers"]["3"]
+    (tmp_path / "b.json").write_text(json.dumps({**one, "layer_rule": "fixed"}))
+    assert main(["report", str(tmp_path / "b.json"), "--output", str(tmp_path / "r.md")]) == 1
+    assert "eval bucc or xsim --layer all" in capsys.readouterr().err

@@ -9,7 +9,7 @@ from pathlib import Path
 def add_report_command(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "report",
-        help="Markdown tables and plots of finetune / eval tatoeba / demo results beside the paper's, and of pretrain runs",
+        help="Markdown tables and plots of finetune / eval / demo results beside the paper's, and of pretrain runs",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Gathers results.json of `infoxlm finetune xnli|mlqa` runs, JSON outputs of `infoxlm eval\n"
@@ -24,7 +24,8 @@ def add_report_command(commands: argparse._SubParsersAction) -> None:
             "Columns are the languages the runs have; Avg (n) is every row's mean over those n, the paper's\n"
             "rows included, and paper Avg (N) the paper's own average over all N of its languages.\n"
             "Files of `eval tatoeba --layer all` are also overlaid in tatoeba-layers.png, one colour per\n"
-            "file, each one's layer (its contrast layer, or its rule's) dotted.\n\n"
+            "file, each one's layer (its contrast layer, or its rule's) dotted; those of `eval bucc` and\n"
+            "`eval xsim --layer all` in bucc-layers.png and xsim-layers.png.\n\n"
             "examples:\n"
             "  infoxlm report runs/xnli-xlt runs/mlqa runs/tatoeba.json --output runs/report\n"
             "  infoxlm report runs/*/results.json --output xtreme.md\n"

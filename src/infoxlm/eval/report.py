@@ -23,7 +23,6 @@ is over, the paper's own average beside it when those are not the paper's (``lan
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,14 +30,14 @@ from typing import Any, Sequence
 
 from ..errors import EvalDataError
 from ..json_files import RECORD_BYTES, read_json
-from .results import average, markdown_table, transfer_gap
+from .results import markdown_table
 from ..outputs import write_text_atomically
 from . import paper_results as paper
 from .language_columns import LanguageColumns, Mean
-from .layer_overlay import LayerCurve, plot_layer_overlay
+from .layer_overlay import KINDS, LayerCurve, kind_of, plot_layer_overlay, read_curve
 from .plots import plot_bars
+from .result_shape import check_shape, shown_layer
 from .pretrain_report import is_pretrain_run, plot_pretrain, pretrain_section, read_metrics
-from ..model.sentence_layer import default_layer
 from .tatoeba import TATOEBA_CODES
 from .xtreme_table import XTREME_ONLY, plot_xtreme, xtreme_markdown
 
@@ -53,7 +52,7 @@ class Gathered:
     demo: list[tuple[str, str]] = field(default_factory=list)  # (name, results.md text)
     xtreme: list[tuple[str, str, dict]] = field(default_factory=list)  # (name, task, results) of XTREME_ONLY tasks
     pretrain: list[tuple[str, list[dict]]] = field(default_factory=list)  # (name, metrics.jsonl records)
-    tatoeba_layers: list[LayerCurve] = field(default_factory=list)  # eval tatoeba --layer all files
+    layers: dict[str, list[LayerCurve]] = field(default_factory=dict)  # layer_overlay.KINDS key → --layer all files
 
     def xtreme_runs(self) -> list[tuple[str, str, dict]]:
         """(name, task, results) of every run the XTREME table has a column for."""
@@ -62,7 +61,7 @@ class Gathered:
 
 
 def _load(path: Path) -> Any:
-    expected = "the results of infoxlm finetune, eval tatoeba or demo (JSON)"
+    expected = "the results of infoxlm finetune, eval tatoeba, bucc or xsim, or demo (JSON)"
     return read_json(path, what=expected, max_bytes=RECORD_BYTES, error=EvalDataError)
 
 
@@ -72,27 +71,17 @@ def _tatoeba_block(obj: Any, file: Path, keys: tuple[str, ...] = ()) -> dict | N
     if not isinstance(obj, dict):
         return None
     if isinstance(obj.get("languages"), dict) and isinstance(obj.get("average"), dict) and "xx2en" in obj["average"]:
-        _check_shape(obj, _TATOEBA_SHAPE, file, "tatoeba", keys)
+        check_shape(obj, _TATOEBA_SHAPE, file, "tatoeba", keys)
         return obj
     if isinstance(obj.get("layers"), dict) and obj["layers"]:
-        # The fixed layer of the protocol, never the layer that scores best on this (test) data.
-        if "layer" in obj:
-            _check_shape(obj, {"layer": "integer"}, file, "tatoeba")
-            layer, rule = obj["layer"], obj.get("layer_rule", "fixed")
-        else:
-            layer, rule = default_layer(len(obj["layers"]) - 1)
-        if str(layer) not in obj["layers"]:
-            raise EvalDataError(
-                f"{file}: layers has no key {layer} (the layer that layer names); its keys are "
-                + ", ".join(obj["layers"])
-            )
+        layer, rule = shown_layer(obj, file, "tatoeba")
         block = _tatoeba_block(obj["layers"][str(layer)], file, ("layers", str(layer)))
         return {**block, "layer": layer, "layer_rule": rule} if block else None
     return None
 
 
 # What a table reads from each kind of result: a key's shape is a mapping of keys (a key
-# ending in "?" may be absent; "*" stands for every key), or a kind of value (_KINDS).
+# ending in "?" may be absent; "*" stands for every key), or a kind of value (result_shape.KINDS).
 _XNLI_SHAPE = {"setting?": "name", "seeds?": "list",
                "mean": {"test": {"*": "number"}, "test_average": "number", "transfer_gap?": "number or null"}}
 _MLQA_SHAPE = {"seeds?": "list", "mean": {
@@ -102,57 +91,6 @@ _MLQA_SHAPE = {"seeds?": "list", "mean": {
 _XTREME_SHAPE = {"seeds?": "list", "protocol?": "name or words",
                  "mean": {"test_average?": "number", "average_f1?": "number"}}
 _TATOEBA_SHAPE = {"layer?": "integer", "languages": {"*": {"xx2en": "number", "en2xx": "number"}}}
-
-
-def _layer_curve(name: str, obj: dict, block: dict, file: Path) -> LayerCurve:
-    """The average top-1 by layer of an ``eval tatoeba --layer all`` file (each layer checked)."""
-    curve = {}
-    for key, layer in obj["layers"].items():
-        if not key.isdigit():
-            raise EvalDataError(f"{file}: layers has the key {key!r}; expected hidden_states indices (0, 1, …)")
-        _check_shape(layer, {"average": {"xx2en": "number", "en2xx": "number"}}, file, "tatoeba", ("layers", key))
-        curve[int(key)] = layer["average"]
-    return LayerCurve(name, curve, block["layer"], block["layer_rule"], len(block["languages"]))
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-_KINDS = {
-    "number": _is_number,
-    "number or null": lambda v: v is None or _is_number(v),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "list": lambda v: isinstance(v, list),
-    # The XNLI setting names a PNG file: no path separators.
-    "name": lambda v: isinstance(v, str) and re.fullmatch(r"[\w-]+", v, re.ASCII) is not None,
-    "name or words": lambda v: isinstance(v, str),
-}
-_EXPECTED = {"number": "a number", "number or null": "a number or null", "integer": "an integer", "list": "a list",
-             "name": "a name of letters, digits, - and _",
-             "name or words": "a string"}
-
-
-def _check_shape(value: Any, shape: Any, file: Path, task: str, keys: tuple[str, ...] = ()) -> None:
-    """Refuse a result the tables cannot read, naming the file and the key (``mean.test.de``)."""
-    where = f"{file}: " + ".".join(keys)
-    if not isinstance(shape, dict):
-        if not _KINDS[shape](value):
-            shown = json.dumps(value, ensure_ascii=False)
-            raise EvalDataError(f"{where} is {shown if len(shown) <= 40 else shown[:37] + '...'}; expected {_EXPECTED[shape]}")
-        return
-    if not isinstance(value, dict):
-        raise EvalDataError(f"{where} is {json.dumps(value)[:40]}; expected an object")
-    for key, inner in shape.items():
-        if key == "*":
-            for name, item in value.items():
-                _check_shape(item, inner, file, task, (*keys, name))
-            continue
-        name = key.rstrip("?")
-        if name in value:
-            _check_shape(value[name], inner, file, task, (*keys, name))
-        elif not key.endswith("?"):
-            raise EvalDataError(f"{file}: no key {'.'.join((*keys, name))}; expected it in {task} results")
 
 
 def gather(paths: list[str | Path]) -> Gathered:
@@ -173,21 +111,24 @@ def gather(paths: list[str | Path]) -> Gathered:
         for file in files:
             obj = _load(file)
             name = path.name if path.is_dir() else path.stem
+            label = name if path.is_file() else f"{name}/{file.stem}"
             if isinstance(obj, dict) and obj.get("task") == "xnli":
-                _check_shape(obj, _XNLI_SHAPE, file, "xnli")
+                check_shape(obj, _XNLI_SHAPE, file, "xnli")
                 out.xnli.setdefault(obj.get("setting", "cross-lingual-transfer"), []).append((name, obj))
             elif isinstance(obj, dict) and obj.get("task") == "mlqa":
-                _check_shape(obj, _MLQA_SHAPE, file, "mlqa")
+                check_shape(obj, _MLQA_SHAPE, file, "mlqa")
                 out.mlqa.append((name, obj))
             elif isinstance(obj, dict) and obj.get("task") in XTREME_ONLY:
-                _check_shape(obj, _XTREME_SHAPE, file, obj["task"])
+                check_shape(obj, _XTREME_SHAPE, file, obj["task"])
                 if not any(k in obj["mean"] for k in ("test_average", "average_f1")):
                     raise EvalDataError(f"{file}: no key mean.test_average or mean.average_f1; expected one in {obj['task']} results")
                 out.xtreme.append((name, obj["task"], obj))
             elif (block := _tatoeba_block(obj, file)) is not None:
-                out.tatoeba.append((name if path.is_file() else f"{name}/{file.stem}", block))
+                out.tatoeba.append((label, block))
                 if "layers" in obj:
-                    out.tatoeba_layers.append(_layer_curve(out.tatoeba[-1][0], obj, block, file))
+                    out.layers.setdefault("tatoeba", []).append(read_curve(label, obj, file, "tatoeba"))
+            elif (kind := kind_of(obj)) is not None:  # eval bucc / xsim --layer all: their curves
+                out.layers.setdefault(kind, []).append(read_curve(label, obj, file, kind))
             elif isinstance(obj, dict) and "models" in obj and "summary" in obj:
                 md = file.with_name("results.md")
                 out.demo.append((name, md.read_text(encoding="utf-8") if md.is_file() else "(no results.md)"))
@@ -196,7 +137,8 @@ def gather(paths: list[str | Path]) -> Gathered:
             found = True
         if not found:
             raise EvalDataError(
-                f"{path}: no finetune (results.json with \"task\"), eval tatoeba, demo or pretrain results found"
+                f"{path}: no finetune (results.json with \"task\"), eval tatoeba, eval bucc or xsim --layer all, demo "
+                "or pretrain results found"
             )
     return out
 
@@ -325,12 +267,8 @@ def build_report(g: Gathered) -> str:
                   "Each row names its layer (a Hugging Face hidden_states index) and the rule that fixed it; "
                   "no layer is chosen on the test data. The paper's rows are its 14 languages with parallel data.", "",
                   tatoeba_table(g.tatoeba), ""]
-    if g.tatoeba_layers:
-        parts += ["## Tatoeba by layer", "",
-                  "Average top-1 (%) at every layer of each --layer all file, one colour per file (xx→en solid, "
-                  "en→xx dashed); the dotted line in its colour marks the layer its row above is read at "
-                  "(its contrast layer, or the rule named in the legend).", "",
-                  "![Tatoeba by layer](tatoeba-layers.png)", ""]
+    for kind, curves in g.layers.items():
+        parts += layers_section(kind, curves)
     if g.mlqa or g.xnli.get("cross-lingual-transfer"):
         parts += ["## Cross-lingual transfer gap (lower is better)", "",
                   "The paper's gaps are over all its languages; a run's over fewer says over how many, 9.0 (3). "
@@ -343,6 +281,22 @@ def build_report(g: Gathered) -> str:
     for name, rows in g.pretrain:
         parts += [pretrain_section(name, rows), f"![{name}](pretrain-{name}.png)", ""]
     return "\n".join(parts)
+
+
+def layers_section(kind: str, curves: list[LayerCurve]) -> list[str]:
+    """Markdown lines: the figure of the ``--layer all`` files of one eval command, and a table
+    of the layer each file reports at, with its rule and its score there."""
+    what = KINDS[kind]
+    lines = list(dict.fromkeys(line for c in curves for line in c.by_layer[c.layer]))
+    rows = [[c.name, c.layer, c.rule, c.languages, *(c.by_layer[c.layer].get(line) for line in lines)] for c in curves]
+    said = ("Tatoeba's rows above are read at these layers. " if kind == "tatoeba" else "")
+    return [f"## {what.title}", "",
+            f"The average score at every layer of each `{what.command} --layer all` file, one colour per file "
+            f"(each line style one {'split' if kind == 'bucc' else 'direction'}); the dotted line in its colour marks "
+            f"the layer the file reports at (its contrast layer, or the rule named). {said}No layer is chosen "
+            "on the test data.", "",
+            markdown_table(["File", "layer", "rule", what.unit, *lines], rows), "",
+            f"![{what.title}]({what.png})", ""]
 
 
 def nest_headings(markdown: str, under: int) -> str:
@@ -398,8 +352,9 @@ def write_plots(g: Gathered, out: Path) -> list[Path]:
             series |= {name: tatoeba_scores(block, direction) for name, block in g.tatoeba}
             panels[f"Tatoeba {arrow}"] = _bars(cols, series)
         written.append(plot_bars(_bar_columns(cols), panels, out / "tatoeba.png", "top-1 accuracy (%)"))
-    if g.tatoeba_layers:
-        written.append(plot_layer_overlay(g.tatoeba_layers, out / "tatoeba-layers.png", "Tatoeba by layer"))
+    for kind, curves in g.layers.items():
+        what = KINDS[kind]
+        written.append(plot_layer_overlay(curves, out / what.png, what.title, ylabel=what.ylabel, unit=what.unit))
     if g.xtreme:
         written.append(plot_xtreme(g.xtreme_runs(), out / "xtreme.png"))
     for name, rows in g.pretrain:
