@@ -20,7 +20,7 @@ from ..data.sampling import language_probabilities
 from ..data.store import TokenStore
 from ..errors import InfoXLMError
 from ..json_files import RECORD_BYTES, parse_json, read_json
-from ..model.hub import CONTRAST_LAYER_KEY
+from ..model.hub import CONTRAST_LAYER_KEY, recorded_layer_rule
 from ..model.sentence_layer import default_layer
 
 CARD_NAME = "README.md"
@@ -133,7 +133,7 @@ def _mlm_use(name: str, directory: Path) -> list[str]:
     """The card's "Use" section of a masked-LM directory: the model as it is, and sentence vectors
     from the layer it records (the one rule of ``infoxlm embed``), with what the load says."""
     written = _read_json(directory / "config.json")
-    layer, rule = default_layer(int(written.get("num_hidden_layers", 12)), written.get(CONTRAST_LAYER_KEY))
+    layer, rule = default_layer(int(written.get("num_hidden_layers", 12)), written.get(CONTRAST_LAYER_KEY), recorded_layer_rule(directory))
     return [
         "## Use",
         "",

@@ -230,7 +230,7 @@ class Trainer:
         with atomic_dir(output, replace=True) as tmp:
             write_run_encoder(
                 tmp, self.run_dir, self.encoder.config, weights, self.config.contrast.layer,
-                loaded_parts=self.encoder.loaded_parts,
+                contrasted="xlco" in self.model.objective_names, loaded_parts=self.encoder.loaded_parts,
             )  # fmt: skip
             write_model_card(tmp, run_dir=self.run_dir, step=self.step, name=output.name)
         return output
