@@ -191,8 +191,8 @@ class Trainer:
             self.config, self.world, self.model, self.pipeline, first_step,
             bf16=computes_in_bf16(self.config, self.world), sharded=is_sharded(self.model),
         )  # fmt: skip
-        self.config.data = dataclasses.replace(self.config.data, max_tokens=tokens)
-        self.pipeline = self.pipeline.with_max_tokens(tokens)
+        self.pipeline = self.pipeline.with_max_tokens(tokens)  # the store is not read again
+        self.config.data = self.pipeline.config  # one data config: the pipeline's, saved with the run
         if message and self.world.is_main:
             print(message, flush=True)
 
