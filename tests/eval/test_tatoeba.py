@@ -232,14 +232,21 @@ def test_your_own_pairs_as_a_tsv_or_two_files_score_as_the_laser_layout_does(tin
     (tmp_path / "en.txt").write_text(en)
     assert main([*common, "--data", str(tmp_path / "pairs.tsv"), "--langs", "de", "--output", str(tmp_path / "tsv.json")]) == 0
     assert main([*common, "--src", str(tmp_path / "de.txt"), "--tgt", str(tmp_path / "en.txt"), "--output", str(tmp_path / "two.json")]) == 0
-    scores = [json.loads((tmp_path / f"{name}.json").read_text())["languages"] for name in ("laser", "tsv", "two")]
-    assert scores[0] == scores[1] == scores[2] and set(scores[0]) == {"deu"}  # the header row is no pair
+    records = "".join(json.dumps({"de": a, "en": b, "id": i}) + "\n" for i, (a, b) in enumerate(zip(de.splitlines(), en.splitlines())))
+    (tmp_path / "de.jsonl").write_text(records)  # the fields named as prepare parallel's --src-field / --tgt-field
+    assert main([*common, "--data", str(tmp_path / "de.jsonl"), "--output", str(tmp_path / "jsonl.json")]) == 0
+    (tmp_path / "pairs.jsonl").write_text(records.replace('"de":', '"text_de":').replace('"en":', '"text_en":'))
+    assert main([*common, "--data", str(tmp_path / "pairs.jsonl"), "--langs", "de", "--src-field", "text_de",
+                 "--tgt-field", "text_en", "--output", str(tmp_path / "fields.json")]) == 0  # fmt: skip
+    scores = [json.loads((tmp_path / f"{name}.json").read_text())["languages"] for name in ("laser", "tsv", "two", "jsonl", "fields")]
+    assert all(score == scores[0] for score in scores) and set(scores[0]) == {"deu"}  # the header row is no pair
     capsys.readouterr()
     for argv, message in [
         (["--data", str(tmp_path / "tatoeb")], f"{tmp_path / 'tatoeb'}: no such file or directory; expected a directory of LASER"),
         (["--data", str(tmp_path / "pairs.tsv")], "pairs: not a language code; name the pairs' language with --langs"),
         (["--src", str(tmp_path / "de.txt")], "give --data, or --src and --tgt"),
         (["--src", str(tmp_path / "de.txt"), "--tgt", str(tmp_path / "nope.txt")], f"{tmp_path / 'nope.txt'}: missing"),
+        (["--data", str(tmp_path / "pairs.jsonl"), "--langs", "de"], "'de'"),  # no such field: named
     ]:
         assert main([*common, *argv, "--output", str(tmp_path / "x.json")]) == 1
         err = capsys.readouterr().err.strip()

@@ -197,3 +197,20 @@ def test_config_round_trips_through_hf_fields():
     assert EncoderConfig.from_hf_dict(config.to_hf_dict()) == config
     with pytest.raises(ValueError, match="unknown encoder size 'huge'"):
         EncoderConfig.of_size("huge")
+
+
+def test_a_model_trained_without_xlco_names_its_layer_for_what_it_is(tiny_model_dir, tmp_path):
+    """A −XLCO run's export keeps its recipe's universal layer (an ablation is read where the full
+    method is) but never calls it a contrast layer; every command takes the name from here."""
+    import shutil
+
+    from infoxlm.model.hub import RECORDED_CONTRAST_LAYER, UNCONTRASTED_LAYER, read_contrast_layer, record_contrast_layer, recorded_layer_rule
+    from infoxlm.train.model_source import open_model
+
+    for contrasted, rule in ((True, RECORDED_CONTRAST_LAYER), (False, UNCONTRASTED_LAYER)):
+        model = shutil.copytree(tiny_model_dir, tmp_path / str(contrasted))
+        record_contrast_layer(model, 2, contrasted)
+        assert (read_contrast_layer(model), recorded_layer_rule(model)) == (2, rule)
+        with open_model(model) as opened:
+            assert opened.default_layer() == (2, rule)
+    assert recorded_layer_rule(tmp_path / "nowhere") == RECORDED_CONTRAST_LAYER

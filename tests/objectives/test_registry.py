@@ -19,10 +19,9 @@ from infoxlm.objectives.objective import LossTerm, Objective
 from infoxlm.objectives.registry import BUILDERS, build_objectives, register, unregister
 from infoxlm.objectives.translation_ranking import TranslationRanking
 from infoxlm.objectives.xlco import MomentumContrast
+from infoxlm.train import pretrain, preset
 from infoxlm.train.checkpoint import list_checkpoints, load_checkpoint
 from infoxlm.train.config import apply_overrides
-from infoxlm.train.loop import pretrain
-from infoxlm.train.presets import preset
 
 
 class BlockLength(Objective):
@@ -75,7 +74,7 @@ def test_a_fourth_objective_defined_only_here_trains_through_pretrain(built_stor
 
 
 def test_the_built_in_objectives_follow_the_config_in_order():
-    encoder = Encoder(EncoderConfig.preset("tiny", vocab_size=60))
+    encoder = Encoder(EncoderConfig.of_size("tiny", vocab_size=60))
     config = lambda *more: apply_overrides(preset("test"), ["contrast.layer=1", *more])  # noqa: E731
     built = build_objectives(config(), encoder)
     assert [o.name for o in built] == ["mmlm", "tlm", "xlco"] == list(BUILDERS)

@@ -71,3 +71,22 @@ def test_a_step_asked_for_and_replaced_while_read_names_the_newest(rotating_run,
         "was read (a run still training keeps only its newest checkpoints); the newest is --step 2\n"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_an_export_of_a_run_without_xlco_records_that_its_layer_was_never_contrasted(built_store, tmp_path):
+    import contextlib
+    import io
+
+    from infoxlm.model.hub import CONTRASTED_KEY, UNCONTRASTED_LAYER, recorded_layer_rule
+    from infoxlm.train import changed, preset, pretrain
+
+    for name, xlco in (("with", 4), ("without", 0)):
+        config = changed(preset("test"), optim={"max_steps": 1}, data={"xlco_batch_size": xlco}, run={"export_every": 1})
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            run = pretrain(config, built_store, tmp_path / name, progress=False)
+            main(["export", str(run), str(tmp_path / f"{name}-model")])
+        for model in (tmp_path / f"{name}-model", run / "exports" / "step-1"):  # infoxlm export, run.export_every
+            fields = json.loads((model / "config.json").read_text())
+            assert fields["infoxlm_contrast_layer"] == config.contrast.layer
+            assert (fields.get(CONTRASTED_KEY) is False) is (xlco == 0)
+            assert (recorded_layer_rule(model) == UNCONTRASTED_LAYER) is (xlco == 0)

@@ -44,14 +44,19 @@ def add_eval_commands(commands: argparse._SubParsersAction) -> None:
             "  infoxlm eval tatoeba --model my-model --data tatoeba/ --langs paper14 --layer 8 --output t.json\n"
             "  infoxlm eval tatoeba --model my-model --data hf:xtreme --langs xtreme36 --layer all --output t.json\n"
             "  infoxlm eval tatoeba --model my-model --data pairs.tsv --langs de --output t.json\n"
+            "  infoxlm eval tatoeba --model my-model --data pairs.jsonl --src-field de --tgt-field en --output t.json\n"
             "  infoxlm eval tatoeba --model my-model --src de.txt --tgt en.txt --output t.json"
         ),
     )
     add_model_arguments(t)
     t.add_argument("--data", default=None,
-                   help="directory of LASER files tatoeba.xxx-eng.{xxx,eng}, hf:xtreme, or a TSV file of xx<TAB>en lines")
+                   help="directory of LASER files tatoeba.xxx-eng.{xxx,eng}, hf:xtreme, a TSV file of xx<TAB>en lines, "
+                        "or records (JSON Lines, Parquet) with the two sides in --src-field and --tgt-field")
     t.add_argument("--src", type=Path, default=None, help="with --tgt: your own pairs, line i of SRC translating line i of TGT (English)")
     t.add_argument("--tgt", type=Path, default=None, help="the English side of --src")
+    t.add_argument("--src-field", metavar="NAME", default=None,
+                   help="records in --data: the field of the xx side (default: the --langs code as given, else the file's name, e.g. de)")
+    t.add_argument("--tgt-field", metavar="NAME", default="en", help="records in --data: the field of the English side (default: en)")
     t.add_argument("--langs", nargs="+", default=None,
                    help="codes (de or deu) or the language sets paper14, xtreme36 (default: all in --data; for a TSV or --src, "
                         "the language of its file name)")
@@ -72,9 +77,23 @@ def run_eval_tatoeba(args: argparse.Namespace) -> int:
         raise InfoXLMError("eval tatoeba: give --data, or --src and --tgt (two line-aligned files)")
     if args.src is not None:
         args.data = (args.src, args.tgt)
+    args.data = _records(args)
     languages = resolve_languages(args.langs, args.data)
     with open_model(args.model, args.step) as model:
         return _eval_tatoeba(args, model, languages, LayerChoice.of(model, requested, args.pooling))
+
+
+def _records(args: argparse.Namespace):
+    """--data as ``RecordPairs`` where it names a JSON Lines or Parquet file; as it is otherwise."""
+    from ..corpus.inputs import input_source
+    from ..eval.tatoeba import RecordPairs
+
+    if not isinstance(args.data, str) or args.data.startswith("hf:") or not Path(args.data).is_file():
+        return args.data
+    if not input_source(args.data, "--data").has_records:
+        return args.data
+    src_field = args.src_field or (args.langs[0] if args.langs else Path(args.data).name.split(".")[0])
+    return RecordPairs(Path(args.data), src_field, args.tgt_field)
 
 
 def _eval_tatoeba(args: argparse.Namespace, model: OpenedModel, languages: list[str], choice: LayerChoice) -> int:

@@ -18,15 +18,16 @@ layer.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, Union
 
 import numpy as np
 
 from ..embedding import embed_layers
-from ..corpus.inputs import HubDataset
+from ..corpus.inputs import HubDataset, input_source
 from ..corpus.parallel_text import is_header
-from ..corpus.record_files import load_hub_dataset
+from ..corpus.record_files import load_hub_dataset, record_pair_blocks
 from ..errors import EvalDataError
 from ..model.encoder import Encoder
 from ..tokenizer import Tokenizer
@@ -50,6 +51,33 @@ XTREME_36 = [
 LANGUAGE_SETS = {"paper14": PAPER_14, "xtreme36": XTREME_36}  # --langs names for these lists
 
 
+@dataclass(frozen=True)
+class RecordPairs:
+    """Pairs as two fields of records: a JSON Lines or Parquet file (what ``prepare parallel``
+    reads with ``--src-field`` / ``--tgt-field``), the xx side in ``src_field``, English in
+    ``tgt_field``."""
+
+    path: Path
+    src_field: str
+    tgt_field: str
+
+    def load(self) -> tuple[list[str], list[str]]:
+        xx, en = [], []
+        for block in record_pair_blocks(input_source(self.path, "--data"), self.src_field, self.tgt_field):
+            for a, b in zip(block.src, block.tgt):
+                if a is None or b is None:
+                    raise EvalDataError(f"{self.path}: a record whose {self.src_field!r} or {self.tgt_field!r} is empty or null; "
+                                        "expected both sides of every pair")
+                xx.append(a)
+                en.append(b)
+        return xx, en
+
+
+# What pairs are read from: a LASER directory, hf:NAME or a TSV file (a str), two line-aligned
+# files (xx, English), or the fields of records.
+PairData = Union[str, tuple[Path, Path], RecordPairs]
+
+
 def tatoeba_code(language: str) -> str:
     """'de' or 'deu' → 'deu'."""
     if language in TATOEBA_CODES:
@@ -59,7 +87,7 @@ def tatoeba_code(language: str) -> str:
     raise EvalDataError(f"language {language!r}: expected an ISO 639-1 code with a Tatoeba file code or a 3-letter code")
 
 
-def resolve_languages(requested: Sequence[str] | None, data: str | tuple[Path, Path]) -> list[str]:
+def resolve_languages(requested: Sequence[str] | None, data: PairData) -> list[str]:
     """3-letter codes to evaluate: language sets (paper14, xtreme36), codes, or (default) every
     language that has files in ``data``. Pairs of one language (a TSV file, or two line-aligned
     files ``data = (xx file, English file)``) take ``requested``'s one code, else the xx file's
@@ -86,26 +114,32 @@ def resolve_languages(requested: Sequence[str] | None, data: str | tuple[Path, P
     return codes
 
 
-def _one_language(requested: Sequence[str] | None, data: str | tuple[Path, Path]) -> str:
+def _one_language(requested: Sequence[str] | None, data: PairData) -> str:
     """The language of a one-language pair input: ``--langs`` (one code), else the xx file's name."""
     if requested:
         if len(requested) != 1 or requested[0] in LANGUAGE_SETS:
             raise EvalDataError(f"--langs {' '.join(requested)}: a TSV file or --src/--tgt holds one language; name it alone")
         return tatoeba_code(requested[0])
-    name = (Path(data) if isinstance(data, str) else data[0]).name.split(".")[0]
+    name = pair_file(data).name.split(".")[0]
     try:
         return tatoeba_code(name)
     except EvalDataError:
         raise EvalDataError(f"{name}: not a language code; name the pairs' language with --langs (de or deu)") from None
 
 
-def load_pairs(
-    data: str | tuple[Path, Path], code: str, max_length: int = 512, cut_lines: dict[str, int] | None = None
-) -> tuple[list[str], list[str]]:
+def pair_file(data: PairData) -> Path:
+    """The file that names a one-language input's language (a TSV, records, the xx file)."""
+    return data.path if isinstance(data, RecordPairs) else Path(data) if isinstance(data, str) else data[0]
+
+
+def load_pairs(data: PairData, code: str, max_length: int = 512, cut_lines: dict[str, int] | None = None) -> tuple[list[str], list[str]]:
     """(xx sentences, English sentences), aligned line by line, from ``data``: a directory of
     LASER files, ``hf:NAME``, a TSV file (``xx<TAB>en`` lines; a first line naming the columns
-    is passed over) or two line-aligned files. ``cut_lines`` (if given) receives ``{file: lines
-    cut}`` for files with lines longer than ``max_length`` tokens can reach."""
+    is passed over), two line-aligned files or the fields of records. ``cut_lines`` (if given)
+    receives ``{file: lines cut}`` for files with lines longer than ``max_length`` tokens can
+    reach."""
+    if isinstance(data, RecordPairs):
+        return data.load()
     if isinstance(data, tuple):
         xx_path, en_path = data
     elif data.startswith("hf:"):
@@ -144,7 +178,7 @@ def _load_hf(name: str, code: str) -> tuple[list[str], list[str]]:
 def evaluate_tatoeba(
     encoder: Encoder,
     tokenizer: Tokenizer,
-    data: str | tuple[Path, Path],
+    data: PairData,
     languages: Sequence[str],
     layers: Sequence[int],
     *,

@@ -20,7 +20,7 @@ from ..data.sampling import language_probabilities
 from ..data.store import TokenStore
 from ..errors import InfoXLMError
 from ..json_files import RECORD_BYTES, parse_json, read_json
-from ..model.hub import CONTRAST_LAYER_KEY
+from ..model.hub import CONTRAST_LAYER_KEY, recorded_layer_rule
 from ..model.sentence_layer import default_layer
 
 CARD_NAME = "README.md"
@@ -81,8 +81,8 @@ def write_model_card(
     run = _read_run(Path(run_dir)) if run_dir is not None else {}
     config = run.get("config", {})
     data = run.get("data", {})
-    languages = languages_of(data) if data else _source_languages(source)
-    base_model = _hub_id((config.get("model") or {}).get("init") or (str(source) if source is not None else None))
+    languages = languages_of(data) if data else source_languages(source)
+    base_model = hub_id((config.get("model") or {}).get("init") or (str(source) if source is not None else None))
 
     front = ["---"]
     if languages:
@@ -133,7 +133,7 @@ def _mlm_use(name: str, directory: Path) -> list[str]:
     """The card's "Use" section of a masked-LM directory: the model as it is, and sentence vectors
     from the layer it records (the one rule of ``infoxlm embed``), with what the load says."""
     written = _read_json(directory / "config.json")
-    layer, rule = default_layer(int(written.get("num_hidden_layers", 12)), written.get(CONTRAST_LAYER_KEY))
+    layer, rule = default_layer(int(written.get("num_hidden_layers", 12)), written.get(CONTRAST_LAYER_KEY), recorded_layer_rule(directory))
     return [
         "## Use",
         "",
@@ -282,7 +282,7 @@ def _evaluation_lines(result: dict[str, Any]) -> list[str]:
     return ["```json", json.dumps({k: result[k] for k in ("task", "setting", "mean") if k in result}, indent=2), "```"]
 
 
-def _hub_id(value: str | None) -> str | None:
+def hub_id(value: str | None) -> str | None:
     """``value`` if it can name a model on the Hugging Face Hub (``name`` or ``owner/name``), the
     form ``base_model`` takes; a local path (absolute, deeper, relative with ./) is left out."""
     if not value or not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", value) or value.startswith("."):
@@ -292,7 +292,7 @@ def _hub_id(value: str | None) -> str | None:
     return value
 
 
-def _source_languages(source: str | Path | None) -> list[str]:
+def source_languages(source: str | Path | None) -> list[str]:
     """``language:`` of the source directory's own card, if it has one."""
     if source is None:
         return []

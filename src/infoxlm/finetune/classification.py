@@ -243,7 +243,7 @@ def finetune_pairs_once(
     if predictions_to is not None:
         write_label_predictions(predictions_to, predicted, labels)
     if save_to is not None:
-        save_task_model(model, save_to, tokenizer, labels=labels)
+        save_task_model(model, save_to, tokenizer, labels=labels, source=model_dir)
     selected = result.selected
     return {
         "seed": config.seed,

@@ -26,6 +26,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from ..export.task_card import write_task_card
 from ..model.encoder import Encoder
 from ..model.hub import BODY_PREFIX
 from ..model.packing import Packing
@@ -158,8 +159,10 @@ def save_task_model(
     *,
     labels: Sequence[str] | None = None,
     state_dict: dict[str, torch.Tensor] | None = None,
+    source: str | Path | None = None,
 ) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (+ tokenizer) for the model's HF task class.
+    """Write ``config.json`` + ``model.safetensors`` (+ tokenizer) for the model's HF task class,
+    and with ``source`` (the model it was fine-tuned from) its model card.
 
     ``state_dict`` (default: the model's current weights, as :meth:`TaskModel.task_state_dict`
     gives them) lets a caller save a best checkpoint kept aside; ``labels`` names the classes
@@ -177,4 +180,6 @@ def save_task_model(
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
+        if source is not None:
+            write_task_card(tmp, model.architecture, source, labels, name=directory.name)
     return directory

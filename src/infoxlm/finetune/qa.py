@@ -166,7 +166,7 @@ def finetune_mlqa_once(
         write_text_atomically(predictions_dir / data.path.name, json.dumps(predictions, ensure_ascii=False, indent=1) + "\n")
         scores[c, q] = score(data, predictions, c)
     if save_model:
-        save_task_model(model, output / "model", tokenizer)
+        save_task_model(model, output / "model", tokenizer, source=model_dir)
     same = {c: s for (c, q), s in scores.items() if c == q}
     run = {"seed": config.seed, **summarise(same)}
     if any(c != q for c, q in scores):

@@ -138,7 +138,7 @@ def finetune_tagging_once(
         test[lang] = _scores(task, sentences, predictions[lang])
     write_predictions(seed_dir / "predictions", XTREME_NAMES[task], predictions)
     if save_model:
-        save_task_model(model, seed_dir / "model", tokenizer, labels=labels)
+        save_task_model(model, seed_dir / "model", tokenizer, labels=labels, source=model_dir)
     f1 = {lang: s["f1"] for lang, s in test.items()}
     selected = result.selected
     run = {

@@ -88,7 +88,7 @@ def finetune_qa_once(
         write_text_atomically(predictions_dir / f"test-{lang}.json", json.dumps(predictions, ensure_ascii=False, indent=1) + "\n")
         scores[lang] = squad_scores(data, predictions)
     if save_model:
-        save_task_model(model, output / "model", tokenizer)
+        save_task_model(model, output / "model", tokenizer, source=model_dir)
     selected = result.selected
     return {
         "seed": config.seed, **summarise(scores),

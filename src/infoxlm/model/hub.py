@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 from ..errors import CheckpointError, InfoXLMError
 from ..json_files import CONFIG_BYTES, RECORD_BYTES, read_json
 from .config import WRITER_KEY, EncoderConfig
+from .sentence_layer import RECORDED_CONTRAST_LAYER
 
 if TYPE_CHECKING:
     from ..tokenizer import Tokenizer
@@ -272,21 +273,38 @@ def save_encoder(
 # config.json key of an exported infoxlm model: the hidden_states index XLCO contrasted (the
 # universal layer). transformers keeps unknown keys as attributes, so the file still loads there.
 CONTRAST_LAYER_KEY = "infoxlm_contrast_layer"
+# false: the run's recipe named that layer but trained without XLCO (an ablation): the layer is
+# kept, so that the ablation is read where the full method is, and said for what it is.
+CONTRASTED_KEY = "infoxlm_contrast_trained"
+UNCONTRASTED_LAYER = "the universal layer of its recipe, which trained without XLCO"
 
 
-def record_contrast_layer(directory: str | Path, layer: int) -> None:
-    """Add ``CONTRAST_LAYER_KEY`` to the ``config.json`` of ``directory``."""
+def record_contrast_layer(directory: str | Path, layer: int, contrasted: bool = True) -> None:
+    """Add ``CONTRAST_LAYER_KEY`` (and, for a run without XLCO, ``CONTRASTED_KEY``) to the
+    ``config.json`` of ``directory``."""
     path = Path(directory) / "config.json"
     fields = read_json(path, what="a config.json", max_bytes=CONFIG_BYTES, error=CheckpointError)
     fields[CONTRAST_LAYER_KEY] = int(layer)
+    if not contrasted:
+        fields[CONTRASTED_KEY] = False
     path.write_text(json.dumps(fields, indent=2, sort_keys=True) + "\n")
 
 
 def read_contrast_layer(directory: str | Path) -> int | None:
     """The contrast layer recorded in ``config.json`` by ``infoxlm export``, or None."""
+    value = _config_fields(directory).get(CONTRAST_LAYER_KEY)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def recorded_layer_rule(directory: str | Path) -> str:
+    """How a command names the recorded layer: the contrast layer, or for a model trained
+    without XLCO, its recipe's universal layer (``UNCONTRASTED_LAYER``)."""
+    return UNCONTRASTED_LAYER if _config_fields(directory).get(CONTRASTED_KEY) is False else RECORDED_CONTRAST_LAYER
+
+
+def _config_fields(directory: str | Path) -> dict:
     try:
         fields = read_json(Path(directory) / "config.json", what="a config.json", max_bytes=CONFIG_BYTES)
-        value = fields.get(CONTRAST_LAYER_KEY)
-    except (InfoXLMError, AttributeError):  # the model's own config check names the file
-        return None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    except InfoXLMError:  # the model's own config check names the file
+        return {}
+    return fields if isinstance(fields, dict) else {}

@@ -37,9 +37,11 @@ def write_run_encoder(
     weights: Mapping[str, torch.Tensor],
     contrast_layer: int,
     *,
+    contrasted: bool = True,
     loaded_parts: set[str] | None = None,
 ) -> Path:
-    """Write ``weights`` (an encoder's state dict) as a Hugging Face directory ``output``.
+    """Write ``weights`` (an encoder's state dict) as a Hugging Face directory ``output``,
+    recording ``contrast_layer`` (and, where the run trained without XLCO, ``contrasted``).
 
     ``loaded_parts``: the optional parts that came from a checkpoint (the pooler is written
     only then; see ``hub.save_encoder``)."""
@@ -49,7 +51,7 @@ def write_run_encoder(
     tokenizer_dir = Path(run_dir) / "tokenizer"
     tokenizer = Tokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir.is_dir() else None
     encoder.save_pretrained(output, tokenizer)
-    record_contrast_layer(output, contrast_layer)
+    record_contrast_layer(output, contrast_layer, contrasted)
     return output
 
 
@@ -84,8 +86,9 @@ def export_checkpoint(run_dir: str | Path, output: str | Path, step: int | None 
             continue
         refuse_non_finite(state["model"], str(found), "refusing to export a diverged model: pick an earlier checkpoint with --step")
         config = EncoderConfig(**state_json(state, "encoder_config", found))
-        layer = state_json(state, "config", found)["contrast"]["layer"]
-        write_run_encoder(Path(output), run_dir, config, state["model"], layer)
+        run_config = state_json(state, "config", found)
+        contrasted = run_config.get("data", {}).get("xlco_batch_size", 1) > 0
+        write_run_encoder(Path(output), run_dir, config, state["model"], run_config["contrast"]["layer"], contrasted=contrasted)
         return _step_of(found)
     raise TrainingError(
         f"{run_dir}: its newest checkpoint was replaced by a newer one while it was read, {_TRIES} times over; "

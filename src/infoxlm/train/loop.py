@@ -191,8 +191,8 @@ class Trainer:
             self.config, self.world, self.model, self.pipeline, first_step,
             bf16=computes_in_bf16(self.config, self.world), sharded=is_sharded(self.model),
         )  # fmt: skip
-        self.config.data = dataclasses.replace(self.config.data, max_tokens=tokens)
-        self.pipeline = self.pipeline.with_max_tokens(tokens)
+        self.pipeline = self.pipeline.with_max_tokens(tokens)  # the store is not read again
+        self.config.data = self.pipeline.config  # one data config: the pipeline's, saved with the run
         if message and self.world.is_main:
             print(message, flush=True)
 
@@ -230,7 +230,7 @@ class Trainer:
         with atomic_dir(output, replace=True) as tmp:
             write_run_encoder(
                 tmp, self.run_dir, self.encoder.config, weights, self.config.contrast.layer,
-                loaded_parts=self.encoder.loaded_parts,
+                contrasted="xlco" in self.model.objective_names, loaded_parts=self.encoder.loaded_parts,
             )  # fmt: skip
             write_model_card(tmp, run_dir=self.run_dir, step=self.step, name=output.name)
         return output

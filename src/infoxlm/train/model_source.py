@@ -38,8 +38,8 @@ from pathlib import Path
 from ..errors import CheckpointError, InfoXLMError
 from ..json_files import CONFIG_BYTES, read_json
 from ..model.config import EncoderConfig
-from ..model.hub import PICKLE_WEIGHTS_NAME, SHARD_INDEX_NAME, WEIGHTS_NAME, read_contrast_layer
-from ..model.sentence_layer import POOLINGS, default_layer
+from ..model.hub import PICKLE_WEIGHTS_NAME, SHARD_INDEX_NAME, WEIGHTS_NAME, read_contrast_layer, recorded_layer_rule
+from ..model.sentence_layer import POOLINGS, RECORDED_CONTRAST_LAYER, default_layer
 from ..outputs import is_run_directory, is_token_store
 from ..tokenizer import SENTENCEPIECE_MODEL, TOKENIZER_JSON, Tokenizer
 from .checkpoint import CHECKPOINT_DIR, checkpoint_path, list_checkpoints
@@ -179,6 +179,7 @@ class OpenedModel:
     directory: Path
     config: EncoderConfig
     recorded_layer: int | None
+    recorded_rule: str = RECORDED_CONTRAST_LAYER  # how the recorded layer is named (hub.recorded_layer_rule)
 
     @property
     def num_layers(self) -> int:
@@ -189,7 +190,7 @@ class OpenedModel:
         it was cut at (its last, what its ``encode`` pools); else the contrast layer recorded."""
         if self.source.kind == SENTENCE_TRANSFORMERS:
             return default_layer(self.num_layers, self.num_layers, "the layer the sentence-transformers export pools, its last")
-        return default_layer(self.num_layers, self.recorded_layer)
+        return default_layer(self.num_layers, self.recorded_layer, self.recorded_rule)
 
     def layer(self, requested: int | None, flag: str = "--layer") -> tuple[int, str]:
         """(hidden_states index, rule): ``requested`` checked against the depth, or the default."""
@@ -256,4 +257,4 @@ def _opened_run(source: ModelSource, step: int | None, into: Path) -> OpenedMode
 def _opened(source: ModelSource, directory: Path) -> OpenedModel:
     if not (directory / "config.json").is_file():
         raise CheckpointError(f"{directory}: no config.json; {source.describe()} names its weights there")
-    return OpenedModel(source, directory, EncoderConfig.load(directory), read_contrast_layer(directory))
+    return OpenedModel(source, directory, EncoderConfig.load(directory), read_contrast_layer(directory), recorded_layer_rule(directory))

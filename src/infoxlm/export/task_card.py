@@ -1,0 +1,56 @@
+"""The ``README.md`` of a fine-tuned model (``infoxlm finetune``), in the Hugging Face
+model-card format: what task head it carries, the model it was fine-tuned from, its labels
+and how to load it. The pre-trained model's own card (model_card.py) says how that was made.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from ..version import __version__
+from .model_card import CARD_NAME, hub_id, source_languages
+
+__all__ = ["write_task_card"]
+
+# The task head's Hugging Face class → (pipeline tag, the Auto class that loads it, the task in words).
+TASKS = {
+    "XLMRobertaForSequenceClassification": ("text-classification", "AutoModelForSequenceClassification",
+                                            "sentence(-pair) classification"),
+    "XLMRobertaForTokenClassification": ("token-classification", "AutoModelForTokenClassification", "token tagging"),
+    "XLMRobertaForQuestionAnswering": ("question-answering", "AutoModelForQuestionAnswering", "extractive question answering"),
+}  # fmt: skip
+
+
+def write_task_card(directory: str | Path, architecture: str, source: str | Path, labels: Sequence[str] | None = None,
+                    name: str | None = None) -> Path:
+    """Write ``directory/README.md`` for a ``architecture`` model fine-tuned from ``source``
+    (the model directory ``infoxlm finetune --model`` read); ``labels``: its classes; ``name``
+    (default: the directory's) is the name the card loads the model by."""
+    pipeline_tag, auto_class, task = TASKS[architecture]
+    name = name or Path(directory).name
+    front = ["---"]
+    languages = source_languages(source)  # the pre-trained model's, where its card says
+    if languages:
+        front += ["language:"] + [f"- {code}" for code in languages]
+    front += ["license: unknown", "library_name: transformers", f"pipeline_tag: {pipeline_tag}", "tags:"]
+    front += [f"- {tag}" for tag in ("xlm-roberta", "infoxlm", "cross-lingual", pipeline_tag)]
+    if hub_id(str(source)):
+        front.append(f"base_model: {json.dumps(str(source))}")
+    front.append("---")
+    body = [
+        f"# {name}", "",
+        f"An XLM-R-style encoder with a {task} head, fine-tuned by infoxlm {__version__} from `{source}`.", "",
+        "## Use", "", "```python",
+        f"from transformers import AutoTokenizer, {auto_class}, pipeline",
+        f'model = {auto_class}.from_pretrained("{name}")',
+        f'tokenizer = AutoTokenizer.from_pretrained("{name}")',
+        f'predict = pipeline("{pipeline_tag}", model=model, tokenizer=tokenizer)',
+        "```", "",
+    ]  # fmt: skip
+    if labels:
+        body += ["## Labels", "", ", ".join(f"`{label}`" for label in labels), ""]
+    path = Path(directory) / CARD_NAME
+    path.write_text("\n".join(front) + "\n\n" + "\n".join(body).rstrip() + "\n", encoding="utf-8")
+    return path
