@@ -9,6 +9,8 @@ Inputs, recognised by their JSON content:
   names, the protocol's default layer; files without one at ``default_layer``'s rule for their
   depth). A layer is never chosen by its score on the test data. All-layer files are also
   overlaid in one figure, each one's layer marked (``layer_overlay.py``);
+* ``infoxlm eval bucc`` and ``eval xsim`` outputs with ``--layer all``: their curves overlaid
+  per command, with the layer each reports at (``layer_overlay.py``);
 * ``infoxlm finetune`` runs of XTREME's other tasks (pawsx, xquad, tydiqa, wikiann, udpos): with
   XNLI and MLQA, the XTREME table of ``xtreme_table.py``;
 * ``infoxlm demo`` directories (``results.json`` with ``"models"``): their ``results.md``,
