@@ -56,7 +56,7 @@ def test_help_version_and_argument_errors_import_no_torch():
      "infoxlm pretrain: error: unrecognized arguments: --ouput r; did you mean --output? (see infoxlm pretrain --help)"),
     (["pretrain", "--preset", "test", "--lr", "3"], "infoxlm pretrain: error: unrecognized arguments: --lr 3 (see infoxlm pretrain --help)"),
     (["pretrian"], "did you mean 'pretrain'? (see infoxlm --help)"),
-    (["pretrain", "--preset", "bse"], "(choose from 'base', 'demo', 'demo-checkpoint', 'demo-quick', 'large', 'paper-demo', 'paper-demo-quick', 'scratch-base', 'test', 'xl', 'xxl'); did you mean 'base'?"),
+    (["pretrain", "--preset", "bse"], "(choose from 'base', 'demo', 'demo-checkpoint', 'demo-multiway', 'demo-quick', 'large', 'paper-demo', 'paper-demo-quick', 'scratch-base', 'test', 'xl', 'xxl'); did you mean 'base'?"),
 ])
 def test_a_mistyped_flag_or_choice_gets_the_nearest_valid_one(argv, message, capsys):
     """The subcommand's parser reports its own unknown flags (argparse would have the top-level

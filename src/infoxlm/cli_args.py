@@ -20,8 +20,8 @@ from pathlib import Path
 # import torch, which costs seconds that `--help` and a mistyped argument must not cost; the
 # handlers use the registries themselves (tests/test_cli.py checks these lists against them).
 PRESET_NAMES = (
-    "base", "demo", "demo-checkpoint", "demo-quick", "large", "paper-demo", "paper-demo-quick", "scratch-base", "test",
-    "xl", "xxl",
+    "base", "demo", "demo-checkpoint", "demo-multiway", "demo-quick", "large", "paper-demo", "paper-demo-quick",
+    "scratch-base", "test", "xl", "xxl",
 )  # fmt: skip
 # What each preset is for and where it runs, smallest first: pretrain's error when --preset is
 # missing lists them (a default preset would run base's 150,000 steps on a laptop).
@@ -30,6 +30,7 @@ PRESET_PURPOSES = {
     "demo-quick": "seconds on a CPU; what infoxlm demo --quick trains, the demo's recipe on a tiny model",
     "paper-demo-quick": "seconds on a CPU; what infoxlm demo --setting paper --quick trains, paper-demo for 3 steps",
     "demo": "minutes on a CPU; the demo's 4 × 256 model, what infoxlm demo trains",
+    "demo-multiway": "minutes on a CPU; demo with half of its pairs xx–yy through their shared English sentence",
     "paper-demo": "minutes on a CPU; what infoxlm demo --setting paper trains: the shipped 4 × 256 masked LM "
     "continued with the paper's recipe, scaled",
     "demo-checkpoint": "17 minutes on a CPU; the shipped masked LM's recipe, MMLM only, as scripts/build_demo_checkpoint.py trains it",
