@@ -64,8 +64,9 @@ class StepContext(Protocol):
     progress: bool  # whether long work (a queue pre-fill) may draw a progress bar
 
     def side_pass(self, objective: str, method: str, *args: Any) -> Any:
-        """``objective.method(encoder, *args)`` run inside the model's forward, so that DDP and
-        FSDP see it as they see a training micro-step (FSDP gathers the weights it reads)."""
+        """``objective.method(encoder, *args)`` run inside the model's forward, without
+        gradient, so that DDP and FSDP see it as they see a training micro-step (FSDP gathers
+        the weights it reads)."""
 
     def gather_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """Every rank's rows (n_r, …), concatenated in rank order; ``rows`` itself in one process."""

@@ -215,7 +215,9 @@ class StepContext:
         self._step, self.phase, self.progress = step, phases, step.progress
 
     def side_pass(self, objective: str, method: str, *args: Any) -> Any:
-        with step_autocast(self._step.config, self._step.world):
+        # Without gradient: DDP prepares its gradient reduction at a forward under grad mode and
+        # would then wait for a backward that a side pass never has.
+        with torch.no_grad(), step_autocast(self._step.config, self._step.world):
             return self._step.parallel_model(side_pass=(objective, method, args))
 
     def gather_rows(self, rows: torch.Tensor) -> torch.Tensor:
