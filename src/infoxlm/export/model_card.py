@@ -84,14 +84,7 @@ def write_model_card(
     languages = languages_of(data) if data else source_languages(source)
     base_model = hub_id((config.get("model") or {}).get("init") or (str(source) if source is not None else None))
 
-    front = ["---"]
-    if languages:
-        front += ["language:"] + [f"- {code}" for code in languages]
-    front += [f"license: {license}", f"library_name: {library}", f"pipeline_tag: {pipeline_tag}", "tags:"]
-    front += [f"- {tag}" for tag in tags]
-    if base_model:
-        front.append(f"base_model: {json.dumps(str(base_model))}")
-    front.append("---")
+    front = front_matter(languages, license, library, pipeline_tag, tags, base_model)
 
     name = name or Path(directory).name
     body = [f"# {name}", ""]
@@ -127,6 +120,19 @@ def write_model_card(
     path = Path(directory) / CARD_NAME
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def front_matter(languages: list[str], license: str, library: str, pipeline_tag: str, tags: list[str],
+                 base_model: str | None) -> list[str]:
+    """A model card's YAML front matter, ``---`` to ``---``, as lines."""
+    front = ["---"]
+    if languages:
+        front += ["language:"] + [f"- {code}" for code in languages]
+    front += [f"license: {license}", f"library_name: {library}", f"pipeline_tag: {pipeline_tag}", "tags:"]
+    front += [f"- {tag}" for tag in tags]
+    if base_model:
+        front.append(f"base_model: {json.dumps(str(base_model))}")
+    return front + ["---"]
 
 
 def _mlm_use(name: str, directory: Path) -> list[str]:

@@ -5,12 +5,11 @@ and how to load it. The pre-trained model's own card (model_card.py) says how th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
 from ..version import __version__
-from .model_card import CARD_NAME, hub_id, source_languages
+from .model_card import CARD_NAME, front_matter, hub_id, source_languages
 
 __all__ = ["write_task_card"]
 
@@ -30,15 +29,9 @@ def write_task_card(directory: str | Path, architecture: str, source: str | Path
     (default: the directory's) is the name the card loads the model by."""
     pipeline_tag, auto_class, task = TASKS[architecture]
     name = name or Path(directory).name
-    front = ["---"]
-    languages = source_languages(source)  # the pre-trained model's, where its card says
-    if languages:
-        front += ["language:"] + [f"- {code}" for code in languages]
-    front += ["license: unknown", "library_name: transformers", f"pipeline_tag: {pipeline_tag}", "tags:"]
-    front += [f"- {tag}" for tag in ("xlm-roberta", "infoxlm", "cross-lingual", pipeline_tag)]
-    if hub_id(str(source)):
-        front.append(f"base_model: {json.dumps(str(source))}")
-    front.append("---")
+    tags = ["xlm-roberta", "infoxlm", "cross-lingual", pipeline_tag]
+    # The pre-trained model's languages, where its card says; its name where it is a Hub id.
+    front = front_matter(source_languages(source), "unknown", "transformers", pipeline_tag, tags, hub_id(str(source)))
     body = [
         f"# {name}", "",
         f"An XLM-R-style encoder with a {task} head, fine-tuned by infoxlm {__version__} from `{source}`.", "",

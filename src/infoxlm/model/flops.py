@@ -24,11 +24,11 @@ of MFU, objectives/*.py and train/flops.py). A multiply-add is 2 FLOPs; only rea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["ModelShape", "encoder_forward_flops", "mlm_head_forward_flops"]
+__all__ = ["ModelShape", "encoder_forward_flops", "mlm_head_forward_flops", "row_sums"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +74,9 @@ def mlm_head_forward_flops(num_masked: int, shape: ModelShape) -> float:
     """Forward FLOPs of the MLM head at ``num_masked`` positions: dense d×d, decoder d×V."""
     d = shape.hidden_size
     return float(num_masked) * (2.0 * d * d + 2.0 * d * shape.vocab_size)
+
+
+def row_sums(masks: Iterable) -> list[int]:
+    """Per row of these (B, T) 0/1 masks (a step's batches'), its count: real lengths from
+    attention masks, masked tokens from masked positions."""
+    return [n for mask in masks for n in mask.sum(dim=1).tolist()]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from torch import nn
 
 from ..data.batching import MLMBatch
-from ..model.flops import ModelShape, encoder_forward_flops, mlm_head_forward_flops
+from ..model.flops import ModelShape, encoder_forward_flops, mlm_head_forward_flops, row_sums
 from .objective import Objective, VocabularyTargets
 
 __all__ = ["MaskedLM", "masked_lm_flops"]
@@ -41,8 +41,7 @@ class MaskedLM(Objective):
         return list(encoder.parameters())  # every layer and the head
 
     def flops(self, batches: list[MLMBatch], shape: ModelShape) -> float:
-        lengths = [n for b in batches for n in b.attention_mask.sum(dim=1).tolist()]
-        masked = [n for b in batches for n in b.masked_positions.sum(dim=1).tolist()]
+        lengths, masked = row_sums(b.attention_mask for b in batches), row_sums(b.masked_positions for b in batches)
         return masked_lm_flops(lengths, masked, shape)
 
 

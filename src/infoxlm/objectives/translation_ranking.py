@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from ..data.batching import ContrastBatch
 from ..model.encoder import Encoder
 from .objective import LossTerm, StepContext
-from .xlco import ContrastOutput, ContrastSettings, MomentumContrast, positive_ranked_first
+from .xlco import ContrastOutput, ContrastSettings, MomentumContrast, contrast_term
 
 __all__ = ["RankingOutput", "StepKeys", "TranslationRanking", "seeded_dropout"]
 
@@ -207,12 +207,9 @@ class TranslationRanking(MomentumContrast):
     def loss(self, encoder: Encoder, batch: ContrastBatch) -> LossTerm:
         if self.in_step_keys is None:  # no in-step negatives: the paper's flow, with the margin
             return super().loss(encoder, batch)
-        seed = self.query_seeds.pop(0)
-        query = batch.query
-        with seeded_dropout(seed, query.input_ids.device):
-            out = self(encoder, query.input_ids, query.attention_mask, batch.key.input_ids, batch.key.attention_mask,
-                       query_packing=query.packing, key_packing=batch.key.packing, step=self.in_step_keys, slots=batch.slots)  # fmt: skip
-        return LossTerm(out.loss_sum(), {"correct": positive_ranked_first(out.logits.detach()).sum()})
+        with seeded_dropout(self.query_seeds.pop(0), batch.query.input_ids.device):
+            out = self.contrast(encoder, batch, step=self.in_step_keys, slots=batch.slots)
+        return contrast_term(out)
 
     def enqueue_step_keys(self, context: StepContext) -> None:
         """With in-step keys, those (every rank's, in slot order already); else the micro-batches'."""

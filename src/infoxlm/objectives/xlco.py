@@ -54,9 +54,9 @@ from tqdm.auto import tqdm
 from .. import interrupt
 from ..data.batching import ContrastBatch
 from ..model.encoder import Encoder
-from ..model.flops import ModelShape, encoder_forward_flops
+from ..model.flops import ModelShape, encoder_forward_flops, row_sums
 from ..model.packing import Packing
-from .objective import LossTerm, Objective, StepContext
+from .objective import Draws, LossTerm, Objective, StepContext
 
 __all__ = ["ContrastOutput", "ContrastSettings", "MomentumContrast", "contrast_flops", "momentum_at", "positive_ranked_first"]
 
@@ -250,11 +250,11 @@ class MomentumContrast(Objective):
 
     # --- the objective: a micro-batch's loss, its count, its reach and cost ---------------
 
-    def contrast(self, encoder: Encoder, batch: ContrastBatch) -> ContrastOutput:
-        """``forward`` on a batch of pairs (its views' packing included)."""
+    def contrast(self, encoder: Encoder, batch: ContrastBatch, **options) -> ContrastOutput:
+        """``forward`` on a batch of pairs (its views' packing included), with ``options``."""
         query, key = batch.query, batch.key
         return self(encoder, query.input_ids, query.attention_mask, key.input_ids, key.attention_mask,
-                    query_packing=query.packing, key_packing=key.packing)  # fmt: skip
+                    query_packing=query.packing, key_packing=key.packing, **options)  # fmt: skip
 
     def before_micro_steps(self, batches: list[ContrastBatch], context: StepContext) -> None:
         self._step_keys = []  # a step run for its losses only (the benchmark's check) left some
@@ -262,7 +262,7 @@ class MomentumContrast(Objective):
     def loss(self, encoder: Encoder, batch: ContrastBatch) -> LossTerm:
         out = self.contrast(encoder, batch)
         self._step_keys.append(_queued(out.keys, batch))  # enqueued after the optimizer step
-        return LossTerm(out.loss_sum(), {"correct": positive_ranked_first(out.logits.detach()).sum()})
+        return contrast_term(out)
 
     def count(self, stats) -> int:
         return stats.num_examples  # pairs (queries)
@@ -338,11 +338,15 @@ class MomentumContrast(Objective):
         forward (FSDP gathers layer by layer), every rank's in slot order."""
         draws = context.draws(self.stream, PREFILL_SEED_OFFSET)
         needed = self.prefill_batches_needed(draws.examples_per_draw)
-        for j in tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not context.progress):
-            interrupt.check()  # the pre-fill of a large queue takes a while
-            parts = [context.side_pass(self.name, "encode_keys_of", batch) for batch in draws.batches(j)]
-            keys, slots = (torch.cat(part) for part in zip(*parts))
-            self.enqueue(keys_in_slot_order(keys, slots, context))
+        bar = tqdm(range(needed), desc="filling the XLCO queue", unit="batch", disable=not context.progress)
+        self.prefill(self._drawn_keys(draws, j, context) for j in bar)
+
+    def _drawn_keys(self, draws: Draws, j: int, context: StepContext) -> torch.Tensor:
+        """Every rank's keys of draw ``j``, in slot order: (N, d)."""
+        interrupt.check()  # the pre-fill of a large queue takes a while
+        parts = [context.side_pass(self.name, "encode_keys_of", batch) for batch in draws.batches(j)]
+        keys, slots = (torch.cat(part) for part in zip(*parts))
+        return keys_in_slot_order(keys, slots, context)
 
     def encode_keys_of(self, encoder: Encoder, batch: ContrastBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """The key vectors (B, d) of a batch and their slots (B,); none of a filler's."""
@@ -408,9 +412,14 @@ class MomentumContrast(Objective):
         self.queue_filled.fill_(self._queue_position[1])
 
     def prefill(self, key_batches) -> None:
-        """Enqueue each batch of real keys (N_j, d) in turn: a queue filled by hand (tests, the benchmark)."""
+        """Enqueue each batch of real keys (N_j, d) in turn (``prefill_from``'s, or a test's)."""
         for keys in key_batches:
             self.enqueue(keys)
+
+
+def contrast_term(out: ContrastOutput) -> LossTerm:
+    """The summed loss of a micro-batch's contrast, with its queries whose positive ranked first."""
+    return LossTerm(out.loss_sum(), {"correct": positive_ranked_first(out.logits.detach()).sum()})
 
 
 def keys_in_slot_order(keys: torch.Tensor, slots: torch.Tensor, context: StepContext) -> torch.Tensor:
@@ -428,7 +437,7 @@ def _queued(keys: torch.Tensor, batch: ContrastBatch) -> tuple[torch.Tensor, tor
 
 def view_lengths(batches: list[ContrastBatch]) -> tuple[list[int], list[int]]:
     """The real lengths of the batches' query views and key views."""
-    return tuple([n for b in batches for n in getattr(b, view).attention_mask.sum(dim=1).tolist()] for view in ("query", "key"))
+    return row_sums(b.query.attention_mask for b in batches), row_sums(b.key.attention_mask for b in batches)
 
 
 def contrast_flops(query_lengths: Sequence[int], key_lengths: Sequence[int], shape: ModelShape, layer: int,

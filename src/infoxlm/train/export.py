@@ -35,13 +35,13 @@ def write_run_encoder(
     run_dir: Path,
     config: EncoderConfig,
     weights: Mapping[str, torch.Tensor],
-    contrast_layer: int,
+    run_config: dict,
     *,
-    contrasted: bool = True,
     loaded_parts: set[str] | None = None,
 ) -> Path:
     """Write ``weights`` (an encoder's state dict) as a Hugging Face directory ``output``,
-    recording ``contrast_layer`` (and, where the run trained without XLCO, ``contrasted``).
+    recording the universal layer of ``run_config`` (the run's ``TrainConfig.to_dict()``) and
+    whether the run contrasted there (a run without XLCO did not).
 
     ``loaded_parts``: the optional parts that came from a checkpoint (the pooler is written
     only then; see ``hub.save_encoder``)."""
@@ -51,7 +51,8 @@ def write_run_encoder(
     tokenizer_dir = Path(run_dir) / "tokenizer"
     tokenizer = Tokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir.is_dir() else None
     encoder.save_pretrained(output, tokenizer)
-    record_contrast_layer(output, contrast_layer, contrasted)
+    contrasted = run_config.get("data", {}).get("xlco_batch_size", 1) > 0
+    record_contrast_layer(output, run_config["contrast"]["layer"], contrasted)
     return output
 
 
@@ -86,9 +87,7 @@ def export_checkpoint(run_dir: str | Path, output: str | Path, step: int | None 
             continue
         refuse_non_finite(state["model"], str(found), "refusing to export a diverged model: pick an earlier checkpoint with --step")
         config = EncoderConfig(**state_json(state, "encoder_config", found))
-        run_config = state_json(state, "config", found)
-        contrasted = run_config.get("data", {}).get("xlco_batch_size", 1) > 0
-        write_run_encoder(Path(output), run_dir, config, state["model"], run_config["contrast"]["layer"], contrasted=contrasted)
+        write_run_encoder(Path(output), run_dir, config, state["model"], state_json(state, "config", found))
         return _step_of(found)
     raise TrainingError(
         f"{run_dir}: its newest checkpoint was replaced by a newer one while it was read, {_TRIES} times over; "

@@ -30,7 +30,7 @@ from typing import Sequence
 
 import torch
 
-from ..model.flops import ModelShape, encoder_forward_flops, mlm_head_forward_flops
+from ..model.flops import ModelShape, encoder_forward_flops, mlm_head_forward_flops, row_sums
 from ..objectives.masked_lm import masked_lm_flops
 from ..objectives.xlco import contrast_flops
 
@@ -145,17 +145,14 @@ def step_data_flops(data, shape: ModelShape, contrast_layer: int, queue_size: in
     """Useful FLOPs of a step's batches (a ``data.pipeline.StepData``; real lengths and masked
     tokens read off their masks) under these contrast settings."""
 
-    def per_row(batches, mask: str) -> list[int]:
-        return [n for b in batches for n in getattr(b, mask).sum(dim=1).tolist()]
-
     return joint_step_flops(
         shape,
-        mmlm_lengths=per_row(data.mmlm, "attention_mask"),
-        mmlm_masked=per_row(data.mmlm, "masked_positions"),
-        tlm_lengths=per_row(data.tlm, "attention_mask"),
-        tlm_masked=per_row(data.tlm, "masked_positions"),
-        xlco_query_lengths=per_row((b.query for b in data.xlco), "attention_mask"),
-        xlco_key_lengths=per_row((b.key for b in data.xlco), "attention_mask"),
+        mmlm_lengths=row_sums(b.attention_mask for b in data.mmlm),
+        mmlm_masked=row_sums(b.masked_positions for b in data.mmlm),
+        tlm_lengths=row_sums(b.attention_mask for b in data.tlm),
+        tlm_masked=row_sums(b.masked_positions for b in data.tlm),
+        xlco_query_lengths=row_sums(b.query.attention_mask for b in data.xlco),
+        xlco_key_lengths=row_sums(b.key.attention_mask for b in data.xlco),
         contrast_layer=contrast_layer,
         queue_size=queue_size,
         pooling=pooling,

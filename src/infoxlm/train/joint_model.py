@@ -37,15 +37,14 @@ class JointModel(nn.Module):
     def __init__(self, encoder: Encoder, objectives: list[Objective]):
         super().__init__()
         self.encoder = encoder
-        self.objective_names = [o.name for o in objectives]
         for objective in objectives:  # submodules: trained, saved and distributed with the encoder
             self.add_module(objective.state_key, objective)
-        self._state_keys = {o.name: o.state_key for o in objectives}
+        self._state_keys = {o.name: o.state_key for o in objectives}  # in the joint loss's order
 
     @property
     def objectives(self) -> list[Objective]:
         """The run's objectives, in the joint loss's order."""
-        return [self.objective(name) for name in self.objective_names]
+        return [self.objective(name) for name in self._state_keys]
 
     def objective(self, name: str) -> Objective:
         return self._modules[self._state_keys[name]]

@@ -229,9 +229,8 @@ class Trainer:
             return output
         with atomic_dir(output, replace=True) as tmp:
             write_run_encoder(
-                tmp, self.run_dir, self.encoder.config, weights, self.config.contrast.layer,
-                contrasted="xlco" in self.model.objective_names, loaded_parts=self.encoder.loaded_parts,
-            )  # fmt: skip
+                tmp, self.run_dir, self.encoder.config, weights, self.config.to_dict(), loaded_parts=self.encoder.loaded_parts
+            )
             write_model_card(tmp, run_dir=self.run_dir, step=self.step, name=output.name)
         return output
 
