@@ -84,6 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--compile", action="store_true", help="torch.compile every encoder layer (dynamic shapes)")
     parser.add_argument("--fp32-residual", action="store_true", help="LayerNorm outputs in fp32 under autocast")
     parser.add_argument("--padded-attention", action="store_true", help="no varlen_attn: SDPA over the padded layout")
+    parser.add_argument("--cudnn-attention", action="store_true", help="cuDNN's SDPA kernel first for passes without padding")
     parser.add_argument("--unpadded-vocab", action="store_true", help="the head's product over V as it is, not padded")
     parser.add_argument("--no-profile", action="store_true", help="only the timed steps")
     parser.add_argument("--summary", action="store_true", help="of the profile, only the wall / busy line and the groups")
@@ -103,6 +104,7 @@ def build(args: argparse.Namespace, device: torch.device) -> tuple[EngineStep, l
         FastPaths.training(single_process=True),
         low_precision_residual=not args.fp32_residual,
         varlen_attention=not args.padded_attention,
+        cudnn_attention=args.cudnn_attention,
         padded_vocabulary=not args.unpadded_vocab,
     )
     engine = EngineStep(config, device, vocab_size=size.vocab_size, fast_paths=fast_paths)
@@ -113,7 +115,7 @@ def build(args: argparse.Namespace, device: torch.device) -> tuple[EngineStep, l
 
 def variant_label(args: argparse.Namespace) -> str:
     """The TIMED line's note of the variants asked for ('' for the default step)."""
-    names = ("compile", "fp32_residual", "padded_attention", "unpadded_vocab")
+    names = ("compile", "fp32_residual", "padded_attention", "cudnn_attention", "unpadded_vocab")
     return "".join(f" {name.replace('_', '-')}" for name in names if getattr(args, name))
 
 

@@ -160,6 +160,39 @@ def test_packed_varlen_attention_matches_padded_sdpa():
     assert _relative(g_varlen, g_padded) < 3e-2
 
 
+def test_cudnn_attention_on_an_unpadded_pass_matches_flash():
+    """MMLM's passes have no padding: with ``cudnn_attention`` they run cuDNN's SDPA kernel,
+    and the states and gradients equal flash attention's within bf16 rounding."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from infoxlm.model.config import EncoderConfig
+    from infoxlm.model.encoder import Encoder
+
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig.of_size("tiny", vocab_size=1000)).cuda()
+    encoder.set_dropout(0.0)
+    ids = torch.randint(4, 1000, (4, 128), device="cuda")  # (B, T), no padding
+    weights = torch.randn(4, 128, 64, device="cuda")
+
+    def run(cudnn: bool):
+        model = encoder.with_fast_paths(FastPaths(skip_padding=True, cudnn_attention=cudnn))
+        model.zero_grad(set_to_none=True)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.autocast("cuda", dtype=torch.bfloat16):
+            hidden = model(ids).last_hidden_state.float()  # (B, T, d)
+            (hidden * weights).sum().backward()
+            torch.cuda.synchronize()
+        kernels = " ".join(e.name.lower().replace(" ", "_") for e in prof.events())
+        return hidden.detach(), model.encoder.layer[0].attention.self.query.weight.grad.clone(), kernels
+
+    (h_cudnn, g_cudnn, k_cudnn), (h_flash, g_flash, k_flash) = run(True), run(False)
+    # cuDNN's own kernels carry its name (and may say "flash" too): the check is on "cudnn".
+    attention = sorted({k for k in k_cudnn.split() if "cudnn" in k or "flash" in k or "fmha" in k})
+    assert any("cudnn" in k for k in attention), f"cuDNN's attention did not run; attention kernels: {attention}"
+    assert "cudnn" not in k_flash, "the flash run used cuDNN"
+    assert _relative(h_cudnn, h_flash) < 1e-2, _relative(h_cudnn, h_flash)
+    assert _relative(g_cudnn, g_flash) < 3e-2, _relative(g_cudnn, g_flash)
+
+
 def test_a_micro_step_never_waits_on_the_device():
     """Forward and backward of a joint micro-step, on batches that carry their host-made
     packings, queue their kernels without reading anything back from the device: with

@@ -102,3 +102,32 @@ def test_under_cpu_bf16_autocast_attention_alone_runs_in_fp32(monkeypatch):
         assert torch.is_autocast_enabled("cpu")  # given back after the call
     assert seen.pop() == (torch.float32, False) and mixed.dtype == torch.bfloat16
     assert (mixed.float() - plain).abs().max() < 0.05
+
+
+def test_cudnn_attention_asks_for_cudnn_only_on_passes_without_padding(mixed_batch, monkeypatch):
+    """``cudnn_attention`` puts cuDNN's kernel first for passes without padding (MMLM's blocks)
+    and leaves padded passes on flash / memory-efficient; a CPU has no cuDNN kernel, so its
+    outputs are the path's without it."""
+    asked = []
+    real_sdpa_kernel = attention.sdpa_kernel
+
+    def recording(backends):
+        asked.append(list(backends))
+        return real_sdpa_kernel(backends)
+
+    monkeypatch.setattr(attention, "sdpa_kernel", recording)
+    torch.manual_seed(0)
+    enc = Encoder(EncoderConfig.of_size("tiny", vocab_size=120))
+    enc.set_dropout(0.0)
+    ids, mask = mixed_batch
+    full = ids[:, :5].clamp_min(4)  # (B, 5), no padding
+    without = enc.with_fast_paths(FastPaths(skip_padding=True))
+    with_cudnn = enc.with_fast_paths(FastPaths(skip_padding=True, cudnn_attention=True))
+    layers = enc.config.num_hidden_layers
+
+    assert torch.equal(with_cudnn(full).last_hidden_state, without(full).last_hidden_state)
+    assert asked[:layers] == [attention.UNPADDED_BACKENDS] * layers
+    assert asked[layers:] == [attention.ATTENTION_BACKENDS] * layers
+    asked.clear()
+    with_cudnn(ids, mask)  # padded: never cuDNN
+    assert asked == [attention.ATTENTION_BACKENDS] * layers

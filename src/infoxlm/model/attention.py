@@ -34,6 +34,9 @@ HAS_VARLEN_ATTN = importlib.util.find_spec("torch.nn.attention.varlen") is not N
 # BENCHMARKS.md, "GPU: one H100, base and large"). Flash (no padding) and memory-efficient
 # (padding mask) kernels need no per-shape set-up.
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+# A pass without padding (MMLM's blocks of one length) has shapes that repeat from step to
+# step, so cuDNN's set-up is paid once per shape, and its kernel beats flash's on Hopper.
+UNPADDED_BACKENDS = [SDPBackend.CUDNN_ATTENTION, *ATTENTION_BACKENDS]
 
 
 def varlen_attn(q, k, v, cu_q, cu_k, max_q, max_k):
@@ -70,6 +73,7 @@ class SelfAttention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.dropout_p = config.attention_probs_dropout_prob  # on attention probabilities, in training
         self.varlen_attention = fast_paths.varlen_attention  # see the class docstring
+        self.unpadded_backends = UNPADDED_BACKENDS if fast_paths.cudnn_attention else ATTENTION_BACKENDS
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, packing: Packing | None = None) -> torch.Tensor:
         # x (B, T, d), or (n, d) the real tokens only when packing is given; attn_mask
@@ -106,7 +110,8 @@ class SelfAttention(nn.Module):
         in_fp32 = x.device.type == "cpu" and q.dtype == torch.bfloat16
         if in_fp32:
             q, k, v = q.float(), k.float(), v.float()
-        with sdpa_kernel(ATTENTION_BACKENDS), torch.autocast("cpu", enabled=False) if in_fp32 else nullcontext():
+        backends = self.unpadded_backends if attn_mask is None and packing is None else ATTENTION_BACKENDS
+        with sdpa_kernel(backends), torch.autocast("cpu", enabled=False) if in_fp32 else nullcontext():
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)  # (B, h, T, d/h)
         if in_fp32:
             context = context.to(torch.bfloat16)

@@ -16,6 +16,10 @@ The losses over its outputs read them there too (``encoder.fast_paths``).
   tensors. A single process only: DDP hooks autograd's accumulation.
 - ``varlen_attention``: on a GPU, attention over packed real tokens with ``varlen_attn``
   where it applies; off, SDPA over the padded layout.
+- ``cudnn_attention``: on a GPU, a pass without padding (MMLM's full blocks) runs SDPA with
+  cuDNN's attention kernel first, faster than flash attention's on Hopper; cuDNN sets up each
+  new (batch, length) shape on the host, which only such passes, whose shapes repeat from
+  step to step, pay once (see attention.py).
 - ``low_precision_residual``: under autocast, LayerNorm outputs (the residual stream) stay
   in the autocast dtype; off, fp32 as plain autocast keeps them (see layer_norm.py).
 - ``padded_vocabulary``: on a GPU, the MLM head's product pads the vocabulary to a multiple
@@ -47,6 +51,7 @@ class FastPaths:
     top_rows_only: bool = True
     word_grad_in_place: bool = False
     varlen_attention: bool = True
+    cudnn_attention: bool = False
     low_precision_residual: bool = True
     padded_vocabulary: bool = True
     fused_vocab_loss: bool = True
