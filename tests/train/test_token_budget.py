@@ -25,7 +25,9 @@ from infoxlm.train.joint_step import aligned_micro_batch
 from infoxlm.train.loop import pretrain
 from infoxlm.train.presets import preset
 from infoxlm.train.stopping import RunStopped
+from infoxlm.train.errors import TrainingError
 from infoxlm.train.token_budget import (
+    CPU_LADDER,
     CPU_MAX_TOKENS,
     GIB,
     LADDER,
@@ -185,8 +187,9 @@ def test_a_gpu_run_left_unset_chooses_from_the_memory_it_is_given(built_store):
     tight, message = resolve_max_tokens(config, gpu, model, pipeline, 0, bf16=True, sharded=False,
                                     memory=(2 * GIB + 1024, 80 * GIB))  # fmt: skip
     assert tight == LADDER[0] and "expect running out of memory" in message
-    # A CPU keeps 16,384, and a value that was set stays, with nothing to say.
-    assert resolve_max_tokens(config, World(), model, pipeline, 0, bf16=False, sharded=False) == (CPU_MAX_TOKENS, None)
+    # A CPU keeps 16,384 where it fits, and a value that was set stays, with nothing to say.
+    assert resolve_max_tokens(config, World(), model, pipeline, 0, bf16=False, sharded=False,
+                              memory=(16 * GIB, 24 * GIB)) == (CPU_MAX_TOKENS, None)  # fmt: skip
     told = apply_overrides(preset("test"), ["data.max_tokens=4096"])
     assert resolve_max_tokens(told, gpu, model, pipeline, 0, bf16=True, sharded=False) == (4096, None)
 
@@ -214,3 +217,63 @@ def test_a_pipeline_cut_to_another_budget_draws_the_same_examples(built_store):
     for objective in ("mmlm", "tlm", "xlco"):
         assert narrow.stats[objective].num_tokens == wide.stats[objective].num_tokens
         assert narrow.stats[objective].num_masked == wide.stats[objective].num_masked
+
+
+def _cpu_run(built_store, *overrides):
+    """A CPU run of the test preset with 64 examples per objective and dropout 0.1 (the
+    paper's): (config, model, pipeline, its estimate)."""
+    batches = [f"data.{o}_batch_size=64" for o in ("mmlm", "tlm", "xlco")]
+    config = apply_overrides(preset("test"), ["data.max_tokens=auto", "model.dropout=0.1", *batches, *overrides])
+    model = joint_model("tiny", 200, config.contrast.layer, config.contrast.queue_size)
+    model.encoder.config.attention_probs_dropout_prob = config.model.dropout
+    pipeline = DataPipeline(TokenStore.open(built_store), config.data)
+    return config, model, pipeline, peak_estimate(config, World(), model, pipeline, 0, bf16=False, sharded=False)
+
+
+def test_a_cpu_with_attention_dropout_counts_the_scores_its_kernel_keeps(built_store):
+    config, model, pipeline, cpu = _cpu_run(built_store)
+    heads, longest = model.encoder.config.num_attention_heads, max(config.data.longest_example(o) for o in config.data.enabled)
+    assert cpu.cost.score_bytes == 9 and cpu.cost.layer_bytes_per_trained_token == cpu.cost.layer_bytes_per_token + 9 * heads * longest
+    gpu = peak_estimate(config, World(device=torch.device("cuda")), model, pipeline, 0, bf16=True, sharded=False)
+    assert gpu.cost.score_bytes == 0  # flash and memory-efficient kernels keep no scores
+    _, _, _, without_dropout = _cpu_run(built_store, "model.dropout=0")
+    assert without_dropout.cost.score_bytes == 0 and without_dropout(4096) < cpu(4096)
+
+
+def test_a_cpu_run_takes_a_smaller_budget_where_16384_does_not_fit_and_says_so(built_store):
+    config, model, pipeline, peak = _cpu_run(built_store)
+    margin = 2 * GIB  # the smallest margin; total memory small enough that 5 % stays under it
+    fits_1024 = peak(1024) + margin + 1  # the test store's shares exceed 1,024 tokens, not 2,048 by much
+    assert peak(CPU_MAX_TOKENS) >= peak(2048) > fits_1024 - margin >= peak(1024)
+    tokens, message = resolve_max_tokens(config, World(), model, pipeline, 0, bf16=False, sharded=False,
+                                         memory=(fits_1024, 8 * GIB))  # fmt: skip
+    assert tokens == CPU_LADDER[0] == 1024
+    assert "1,024 tokens per objective" in message and "16,384 needs an estimated" in message
+
+
+def test_a_cpu_run_that_fits_no_budget_is_refused_before_anything_is_written(built_store, tmp_path, monkeypatch, capsys):
+    import infoxlm.train.token_budget as token_budget
+    from infoxlm.cli import main
+
+    config, model, pipeline, peak = _cpu_run(built_store)
+    with pytest.raises(TrainingError, match=r"needs an estimated .* GiB of memory even at 1,024 tokens.*--preset demo"):
+        resolve_max_tokens(config, World(), model, pipeline, 0, bf16=False, sharded=False, memory=(2 * GIB, 8 * GIB))
+    # Through the command: one line, exit 1, no run directory.
+    monkeypatch.setattr(token_budget, "host_memory", lambda: (2 * GIB, 8 * GIB))
+    run = tmp_path / "run"
+    command = ["pretrain", "--preset", "test", "--set", "data.max_tokens=auto", "--data", str(built_store), "--output", str(run)]
+    assert main([*command, "--max-steps", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "it would be killed for want of memory" in err and "Traceback" not in err
+    assert not run.exists() or not any(run.iterdir())
+
+
+def test_host_memory_reads_the_kernels_count():
+    available, total = token_budget_host_memory()
+    assert 0 < available <= total
+
+
+def token_budget_host_memory():
+    from infoxlm.train.token_budget import host_memory
+
+    return host_memory()

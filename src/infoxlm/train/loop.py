@@ -185,7 +185,7 @@ class Trainer:
                 tokenizer.save_pretrained(tmp)
 
     def _choose_max_tokens(self, first_step: int) -> None:
-        """data.max_tokens left unset: 16,384 on a CPU; on a GPU the largest micro-batch budget
+        """data.max_tokens left unset: 16,384 on a CPU where it fits its memory; on a GPU the largest micro-batch budget
         whose estimated peak fits the memory left with the model in place (train/token_budget.py)."""
         tokens, message = resolve_max_tokens(
             self.config, self.world, self.model, self.pipeline, first_step,

@@ -6,8 +6,11 @@ rank's share of the global batch needs, so the budget decides speed and memory, 
 a step computes (losses are normalised by global counts). On a GPU larger micro-batches are
 faster (fewer kernel launches, fuller matrix products: BENCHMARKS.md, "Compiled layers and
 large micro-batches"), so a GPU run takes the largest rung of ``LADDER`` whose estimated peak
-fits the memory the device has left once the model is on it. A CPU run uses 16,384, as
-it always has. ``--set data.max_tokens=N`` fixes it by hand.
+fits the memory the device has left once the model is on it. A CPU run uses 16,384 where its
+estimate fits the memory the machine has available, else the largest of ``CPU_LADDER`` that
+fits, and is refused before its first step where none does (a preset made for GPUs, such as
+``scratch-base`` on a laptop, would otherwise grow until the kernel kills it).
+``--set data.max_tokens=N`` fixes it by hand.
 
 The estimate (bytes on one device; values in bf16 under autocast, fp32 otherwise):
 
@@ -32,35 +35,47 @@ The estimate (bytes on one device; values in bf16 under autocast, fp32 otherwise
 - the vocabulary logits of the masked tokens (``mask_prob`` of the MMLM and TLM tokens) and
   their gradient, 2 + 2 bytes per vocabulary entry in bf16 (with ``run.fast_paths=false``
   every padded position counts, at 4 bytes a value);
+- on a CPU with attention dropout, SDPA's reference kernel keeps each layer's attention
+  probabilities, their dropped copy and the dropout mask for the backward pass: 9 bytes per
+  score, sequences × heads × length², bounded by tokens × heads × the longest example (GPU
+  kernels and a CPU without attention dropout keep none);
 - a margin of max(2 GiB, 5 % of the device) for the CUDA context, cuBLAS workspaces, the
-  allocator's fragmentation and NCCL's buffers.
+  allocator's fragmentation and NCCL's buffers (on a CPU: the host's other work).
 
 Against the two peaks measured on an H100 (BENCHMARKS.md, "GPU: one H100, base and large":
 base at 98,304 tokens, large at 16,384) the estimate is 4.9 and 3.6 % high (``tests/train/
-test_token_budget.py`` recomputes both from the benchmark's own batches).
+test_token_budget.py`` recomputes both from the benchmark's own batches). On this project's
+2-core CPU, first steps of ``scratch-base`` (the demo corpus's 8,000-piece vocabulary, small
+batches) grew by 4.75 and 7.61 GiB at 2,048 and 4,096 tokens, against estimates of 4.7 and
+10.4 GiB with the score term (without attention dropout: 2.15 GiB, estimate 3.07).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from ..data.pipeline import DEFAULT_MAX_TOKENS
 from .distributed import World, all_reduce_min, barrier
+from .errors import TrainingError
 
 GIB = 1024**3
 LADDER = tuple(range(8192, 98_304 + 1, 8192))  # 98,304: the largest measured, the fastest at base on an H100
 CPU_MAX_TOKENS = DEFAULT_MAX_TOKENS  # 16,384
+CPU_LADDER = (1024, 2048, 4096, 8192, CPU_MAX_TOKENS)  # a CPU's rungs where 16,384 does not fit
+CPU_SCORE_BYTES = 9  # fp32 probabilities and their dropped copy, 1-byte dropout mask (see above)
 MIN_MARGIN_BYTES = 2 * GIB
 MARGIN_SHARE = 0.05
 PROBE_STEPS = 8  # steps whose data is drawn to see how many tokens a share really holds
 SHARE_HEADROOM = 1.25
 
 __all__ = [
-    "CPU_MAX_TOKENS", "LADDER", "ActivationCost", "BudgetChoice", "MicroStep", "PeakEstimate", "choose_max_tokens",
+    "CPU_LADDER", "CPU_MAX_TOKENS", "LADDER", "ActivationCost", "BudgetChoice", "MicroStep", "PeakEstimate", "choose_max_tokens",
     "first_step_bytes", "fullest_micro_step", "observed_shares", "peak_estimate", "resolve_max_tokens",
     "share_bounds",
 ]  # fmt: skip
@@ -88,6 +103,11 @@ class ActivationCost:
     vocab_size: int
     bytes_per_value: int = 2  # 2 under bf16 autocast, 4 in fp32
     activation_checkpointing: bool = False
+    # Attention scores kept for the backward pass (a CPU with attention dropout): bytes per
+    # score, and the heads and longest row that bound a layer's scores at tokens × heads × row.
+    score_bytes: int = 0
+    num_heads: int = 0
+    longest_row: int = 0
 
     @property
     def layer_bytes_per_token(self) -> float:
@@ -96,11 +116,17 @@ class ActivationCost:
         values = 8 * d + 2 * f  # input, Q, K, V, attention output, feed-forward input, 2·f inner, 2 LayerNorm inputs
         return 2 * values * scale + 2 * d  # + two dropout masks of d, 1 byte each
 
+    @property
+    def layer_bytes_per_trained_token(self) -> float:
+        """One layer's saved activations per token with gradients: its values and, where
+        they are kept, its attention scores (at most the longest row per token and head)."""
+        return self.layer_bytes_per_token + self.score_bytes * self.num_heads * self.longest_row
+
     def through(self, layers: int, tokens: float) -> float:
         """Saved activations of ``tokens`` through ``layers`` layers with gradients."""
         if self.activation_checkpointing:  # each layer's input; one layer recomputed at a time
-            return tokens * (layers * 2 * self.hidden_size * self.bytes_per_value / 2 + self.layer_bytes_per_token)
-        return tokens * layers * self.layer_bytes_per_token
+            return tokens * (layers * 2 * self.hidden_size * self.bytes_per_value / 2 + self.layer_bytes_per_trained_token)
+        return tokens * layers * self.layer_bytes_per_trained_token
 
     def micro_step_bytes(self, micro: MicroStep) -> float:
         logits = micro.masked_tokens * self.vocab_size * 2 * self.bytes_per_value  # logits and their gradient
@@ -228,21 +254,25 @@ def first_step_bytes(model: nn.Module, bf16: bool, sharded: bool) -> float:
 
 
 def peak_estimate(
-    config, world: World, model: nn.Module, pipeline, first_step: int, *, bf16: bool, sharded: bool
+    config, world: World, model: nn.Module, pipeline, first_step: int, *, bf16: bool, sharded: bool, observe: bool = True
 ) -> PeakEstimate:
-    """This run's estimate on this device: the shares seen in the steps from ``first_step``,
-    the model's shape, what its first step allocates."""
+    """This run's estimate on this device: the shares seen in the steps from ``first_step``
+    (``observe=False``: the bound that always holds, without drawing any step), the model's
+    shape, what its first step allocates."""
     data = config.data
     # The fast paths run the layers on real tokens only with a bf16 residual stream; without
     # them every padded position goes through in a wider stream: count positions, 4 bytes.
     fast = config.run.fast_paths
-    observed = observed_shares(pipeline, first_step, world, positions=not fast)
+    observed = observed_shares(pipeline, first_step, world, positions=not fast) if observe else None
     shares = share_bounds(data, world.size, observed)
     encoder = model.encoder.config
+    keeps_scores = world.device.type == "cpu" and encoder.attention_probs_dropout_prob > 0
     cost = ActivationCost(
         encoder.hidden_size, encoder.intermediate_size, encoder.num_hidden_layers,
         config.contrast.layer if "xlco" in data.enabled else 0, encoder.vocab_size,
         bytes_per_value=2 if bf16 and fast else 4, activation_checkpointing=config.run.activation_checkpointing,
+        score_bytes=CPU_SCORE_BYTES if keeps_scores else 0, num_heads=encoder.num_attention_heads,
+        longest_row=max(data.longest_example(o) for o in data.enabled),
     )  # fmt: skip
     return PeakEstimate(shares, cost, first_step_bytes(model, bf16, sharded), data.highest_mask_rate)
 
@@ -252,14 +282,14 @@ def resolve_max_tokens(
     memory: tuple[int, int] | None = None,
 ) -> tuple[int, str | None]:
     """``data.max_tokens`` for this run and the message that says how it was chosen (None when
-    nothing was chosen): the config's value where set; 16,384 on a CPU; on a GPU the largest
+    nothing was chosen): the config's value where set; on a CPU ``cpu_max_tokens``; on a GPU the largest
     rung that fits (``choose_max_tokens``), the same on every rank (the smallest of theirs).
     ``memory``: (free, total) bytes of the device; by default ``torch.cuda.mem_get_info``."""
     data = config.data
     if data.max_tokens is not None:
         return data.max_tokens, None
     if world.device.type != "cuda":
-        return CPU_MAX_TOKENS, None
+        return cpu_max_tokens(config, world, model, pipeline, first_step, bf16=bf16, memory=memory)
     peak = peak_estimate(config, world, model, pipeline, first_step, bf16=bf16, sharded=sharded)
     if memory is None:  # what the driver has free, and what torch's allocator holds unused
         barrier(world)  # NCCL sets up its communicator (and its buffers) at the first collective
@@ -274,3 +304,47 @@ def resolve_max_tokens(
         agreed = int(all_reduce_min(torch.tensor(agreed, device=world.device), world))
     choice = BudgetChoice(agreed, peak(agreed), choice.available_bytes)
     return agreed, choice.describe(str(world.device))
+
+
+def host_memory() -> tuple[int, int]:
+    """(available, total) bytes of this machine's memory, as the kernel counts them."""
+    fields = {}
+    for line in Path("/proc/meminfo").read_text().splitlines() if Path("/proc/meminfo").exists() else []:
+        name, _, value = line.partition(":")
+        fields[name] = int(value.split()[0]) * 1024
+    if "MemAvailable" in fields:
+        return fields["MemAvailable"], fields["MemTotal"]
+    page = os.sysconf("SC_PAGE_SIZE")  # elsewhere: free pages, fewer than what could be had
+    return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
+
+def cpu_max_tokens(
+    config, world: World, model: nn.Module, pipeline, first_step: int, *, bf16: bool, memory: tuple[int, int] | None
+) -> tuple[int, str | None]:
+    """A CPU run's budget: 16,384 where its estimate fits the memory available (first with the
+    bound that always holds, which needs no step drawn), else the largest of ``CPU_LADDER``
+    that fits, said in a line; a ``TrainingError`` where none does, before anything is written."""
+    free, total = memory if memory is not None else host_memory()
+    available = free - max(MIN_MARGIN_BYTES, MARGIN_SHARE * total)
+    if peak_estimate(config, world, model, pipeline, first_step, bf16=bf16, sharded=False, observe=False)(CPU_MAX_TOKENS) <= available:
+        return CPU_MAX_TOKENS, None
+    peak = peak_estimate(config, world, model, pipeline, first_step, bf16=bf16, sharded=False)
+    if peak(CPU_MAX_TOKENS) <= available:
+        return CPU_MAX_TOKENS, None
+    smallest = max(config.data.longest_example(o) for o in config.data.enabled)
+    rungs = [t for t in CPU_LADDER if t >= smallest] or [smallest]
+    fitting = [t for t in rungs if peak(t) <= available]
+    gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
+    if not fitting:
+        raise TrainingError(
+            f"this run's first step needs an estimated {gib(peak(rungs[0]))} of memory even at {rungs[0]:,} tokens "
+            f"per micro-batch, and this machine has {gib(available)} available (less a margin): it would be killed "
+            "for want of memory. On a CPU, --preset demo (minutes) or --preset test (seconds) fit; or set fewer "
+            "examples per step (--set data.mmlm_batch_size=N, and tlm_, xlco_) or a smaller model (--set model.size=…)"
+        )
+    chosen = fitting[-1]
+    return chosen, (
+        f"micro-batch token budget: {chosen:,} tokens per objective (data.max_tokens unset: a CPU's {CPU_MAX_TOKENS:,} "
+        f"needs an estimated {gib(peak(CPU_MAX_TOKENS))}, more than the {gib(available)} this machine has available "
+        f"less a margin; {chosen:,} needs {gib(peak(chosen))}; --set data.max_tokens=N fixes it)"
+    )
