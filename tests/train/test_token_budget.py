@@ -17,6 +17,7 @@ from infoxlm.data.store import TokenStore
 from infoxlm.model.config import EncoderConfig
 from infoxlm.model.encoder import Encoder
 from infoxlm.objectives.masked_lm import MaskedLM
+from infoxlm.objectives.objective import EncoderPass
 from infoxlm.objectives.xlco import MomentumContrast
 from infoxlm.train.config import ContrastConfig, apply_overrides
 from infoxlm.train.distributed import World
@@ -58,6 +59,11 @@ def joint_model(size: str, vocab_size: int, contrast_layer: int, queue_size: int
     return JointModel(encoder, [MaskedLM("mmlm"), MaskedLM("tlm"), contrast])
 
 
+# The built-in objectives' passes at base's universal layer 8: MMLM, TLM, XLCO's two views.
+BUILT_IN = (("mmlm", (EncoderPass(scored=True),)), ("tlm", (EncoderPass(scored=True),)),
+            ("xlco", (EncoderPass(0.5, 8), EncoderPass(0.5, 8, gradients=False))))  # fmt: skip
+
+
 def tensor_bytes(module: torch.nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()])
 
@@ -68,8 +74,8 @@ def test_the_estimate_covers_the_peaks_measured_on_an_h100_within_eight_percent(
     with torch.device("meta"):  # counted, not allocated
         model = joint_model(recipe.model.size, vocab_size, recipe.contrast.layer, recipe.contrast.queue_size)
     shape = model.encoder.config
-    cost = ActivationCost(shape.hidden_size, shape.intermediate_size, shape.num_hidden_layers, recipe.contrast.layer,
-                          vocab_size)  # fmt: skip
+    cost = ActivationCost(shape.hidden_size, shape.intermediate_size, shape.num_hidden_layers, vocab_size)
+    query_pass, key_pass = model.objectives[2].encoder_passes()
     spec = SyntheticSpec(vocab_size, recipe.data.block_size, recipe.data.tlm_max_length, 256,
                          256, 256, 256, MEASURED_MAX_TOKENS[name])  # fmt: skip
     data = synthetic_step(spec, MEMORY_STEP[name])
@@ -79,12 +85,11 @@ def test_the_estimate_covers_the_peaks_measured_on_an_h100_within_eight_percent(
         mlm = [aligned_micro_batch(data.mmlm, i, micro_steps), aligned_micro_batch(data.tlm, i, micro_steps)]
         mlm = [x for x in mlm if x is not None]
         xlco = aligned_micro_batch(data.xlco, i, micro_steps)
-        fullest = max(fullest, cost.micro_step_bytes(MicroStep(
-            mlm_tokens=sum(int(x.attention_mask.sum()) for x in mlm),
-            masked_tokens=sum(x.targets.numel() for x in mlm),
-            query_tokens=int(xlco.query.attention_mask.sum()) if xlco else 0,
-            key_tokens=int(xlco.key.attention_mask.sum()) if xlco else 0,
-        )))  # fmt: skip
+        passes = [(int(x.attention_mask.sum()), EncoderPass(scored=True)) for x in mlm]
+        if xlco:
+            passes += [(int(xlco.query.attention_mask.sum()), query_pass), (int(xlco.key.attention_mask.sum()), key_pass)]
+        masked = sum(x.targets.numel() for x in mlm)
+        fullest = max(fullest, cost.micro_step_bytes(MicroStep(tuple(passes), masked)))
     # What the device held before the first step (weights, key encoder, queue) + what the
     # first step adds + the fullest micro-step.
     estimate = tensor_bytes(model) + first_step_bytes(model, bf16=True, sharded=False) + fullest
@@ -93,7 +98,7 @@ def test_the_estimate_covers_the_peaks_measured_on_an_h100_within_eight_percent(
 
 
 def test_a_layer_keeps_34_bytes_per_hidden_unit_and_token_in_bf16_and_66_in_fp32():
-    cost = ActivationCost(768, 3072, 12, 8, 250_002)
+    cost = ActivationCost(768, 3072, 12, 250_002)
     assert cost.layer_bytes_per_token == 34 * 768
     assert dataclasses.replace(cost, bytes_per_value=4).layer_bytes_per_token == (2 * 32 + 2) * 768
     checkpointed = dataclasses.replace(cost, activation_checkpointing=True)
@@ -136,15 +141,26 @@ def test_share_bounds_take_the_smaller_of_the_hard_bound_and_what_was_seen():
     assert set(share_bounds(off, 1)) == {"mmlm", "xlco"}
 
 
-def test_every_objective_fills_its_micro_batch_at_once_up_to_its_share():
-    micro = fullest_micro_step({"mmlm": 10_000, "tlm": 3_000, "xlco": 40_000}, 8192, 0.15)
-    assert (micro.mlm_tokens, micro.query_tokens, micro.key_tokens) == (8192 + 3000, 4096, 4096)
+def test_every_objective_fills_its_micro_batch_at_once_up_to_its_share_through_its_own_passes():
+    model = joint_model("tiny", 200, contrast_layer=1, queue_size=8)
+    objectives = tuple((o.stream, o.encoder_passes()) for o in model.objectives)
+    micro = fullest_micro_step({"mmlm": 10_000, "tlm": 3_000, "xlco": 40_000}, objectives, 8192, 0.15)
+    assert [(tokens, p.layers, p.gradients, p.scored) for tokens, p in micro.passes] == [
+        (8192, None, True, True), (3000, None, True, True),  # MMLM, TLM: every layer, scored
+        (4096, 1, True, False), (4096, 1, False, False),  # XLCO's query and key views to its layer
+    ]
     assert micro.masked_tokens == pytest.approx(0.15 * 11_192)
+    # A fourth objective's passes are counted as its own say: one more stream's tokens.
+    more = fullest_micro_step({"mmlm": 10_000, "extra": 1000}, (*objectives[:1], ("extra", (EncoderPass(layers=2),))), 8192, 0.15)
+    cost = ActivationCost(64, 128, 2, 200)
+    assert cost.micro_step_bytes(more) == pytest.approx(
+        cost.micro_step_bytes(MicroStep(more.passes[:1], more.masked_tokens)) + cost.through(2, 1000)
+    )
 
 
 def test_the_choice_is_the_largest_rung_that_fits_with_the_margin_left():
-    cost = ActivationCost(768, 3072, 12, 8, 250_002)
-    peak = PeakEstimate({"mmlm": 1e9, "tlm": 1e9, "xlco": 1e9}, cost, first_step_bytes=4 * GIB, mask_prob=0.15)
+    cost = ActivationCost(768, 3072, 12, 250_002)
+    peak = PeakEstimate({"mmlm": 1e9, "tlm": 1e9, "xlco": 1e9}, BUILT_IN, cost, first_step_bytes=4 * GIB, mask_prob=0.15)
     total = 80 * GIB
     choice = choose_max_tokens(peak, 1024, free_bytes=78 * GIB, total_bytes=total)
     available = 78 * GIB - 0.05 * total
@@ -159,17 +175,18 @@ def test_the_choice_is_the_largest_rung_that_fits_with_the_margin_left():
     assert (none.max_tokens, none.fits) == (LADDER[0], False)
     assert "run.parallelism=fsdp" in none.describe("cuda:0")
     # Small shares: every rung costs the same, so the largest is taken.
-    small = PeakEstimate({"mmlm": 2048, "tlm": 500, "xlco": 900}, cost, first_step_bytes=4 * GIB, mask_prob=0.15)
+    small = PeakEstimate({"mmlm": 2048, "tlm": 500, "xlco": 900}, BUILT_IN, cost, first_step_bytes=4 * GIB, mask_prob=0.15)
     assert choose_max_tokens(small, 1024, 78 * GIB, total).max_tokens == LADDER[-1]
 
 
 def test_base_with_the_papers_batches_on_an_80_gb_card_takes_65536():
     # Shares far beyond any rung (2,048 examples per objective on one GPU): the budget is set
     # by memory alone. The bench's 98,304 fits its smaller batches only.
-    cost = ActivationCost(768, 3072, 12, 8, 250_002)
+    cost = ActivationCost(768, 3072, 12, 250_002)
     with torch.device("meta"):
         model = joint_model("base", 250_002, 8, 131_072)
-    peak = PeakEstimate(share_bounds(preset("base").data, 1), cost,
+    objectives = tuple((o.stream, o.encoder_passes()) for o in model.objectives)
+    peak = PeakEstimate(share_bounds(preset("base").data, 1), objectives, cost,
                         first_step_bytes(model, bf16=True, sharded=False), 0.15)  # fmt: skip
     free = 79.1 * GIB - tensor_bytes(model)  # an H100 80GB with the model in place
     assert choose_max_tokens(peak, 1024, free, 79.1 * GIB).max_tokens == 65_536

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Protocol
 import torch
 from torch import nn
 
-__all__ = ["Draws", "LossTerm", "Objective", "StepContext", "VocabularyTargets"]
+__all__ = ["Draws", "EncoderPass", "LossTerm", "Objective", "StepContext", "VocabularyTargets"]
 
 
 @dataclass
@@ -47,6 +47,20 @@ class VocabularyTargets:
 
     states: torch.Tensor  # (N, d)
     targets: torch.Tensor  # (N,) long
+
+
+@dataclass(frozen=True)
+class EncoderPass:
+    """One pass of an objective's micro-batch through the encoder, as the memory estimate
+    counts it (train/token_budget.py): ``share`` of the micro-batch's tokens, through
+    ``layers`` layers (None: every one), with gradients (each layer's activations kept for the
+    backward pass) or without (one layer's alive at a time); ``scored``: its masked share of
+    tokens scored over the vocabulary by the MLM head (logits and their gradient)."""
+
+    share: float = 1.0
+    layers: int | None = None
+    gradients: bool = True
+    scored: bool = False
 
 
 @dataclass
@@ -135,6 +149,12 @@ class Objective(nn.Module):
         """FLOPs of its work before its first step still to do (XLCO: the queue's pre-fill),
         for a step of ``batches`` (this rank's) of ``examples_per_step`` examples in all."""
         return 0.0
+
+    def encoder_passes(self) -> tuple[EncoderPass, ...]:
+        """How one micro-batch of it goes through the encoder (default: every token through
+        every layer with gradients, scored over the vocabulary if it predicts tokens), so that
+        a run's automatic micro-batch budget counts its memory."""
+        return (EncoderPass(scored=self.predicts_tokens),)
 
     def extra_encoders(self) -> list[nn.Module]:
         """Encoders of its own (XLCO's key encoder) that FSDP shards layer by layer, as the query encoder."""

@@ -56,7 +56,7 @@ from ..data.batching import ContrastBatch
 from ..model.encoder import Encoder
 from ..model.flops import ModelShape, encoder_forward_flops, row_sums
 from ..model.packing import Packing
-from .objective import Draws, LossTerm, Objective, StepContext
+from .objective import Draws, EncoderPass, LossTerm, Objective, StepContext
 
 __all__ = ["ContrastOutput", "ContrastSettings", "MomentumContrast", "contrast_flops", "momentum_at", "positive_ranked_first"]
 
@@ -284,6 +284,11 @@ class MomentumContrast(Objective):
             return 0.0
         key_flops = contrast_flops(*view_lengths(batches), shape, self.layer, self.queue_size, self.pooling)[1]
         return self.prefill_batches_needed(examples_per_step) * key_flops
+
+    def encoder_passes(self) -> tuple[EncoderPass, ...]:
+        """Half its tokens (the query view) to the universal layer with gradients, half (the
+        key view) to it without."""
+        return (EncoderPass(0.5, self.layer), EncoderPass(0.5, self.layer, gradients=False))
 
     def extra_encoders(self) -> list[nn.Module]:
         return [self.key_encoder] if self.key_encoder is not None else []

@@ -21,9 +21,10 @@ The estimate (bytes on one device; values in bf16 under autocast, fp32 otherwise
   gradients;
 - the fullest micro-step. The step aligns the objectives' micro-batch lists to end together
   (``joint_step.aligned_micro_batch``), so its last micro-step can hold a full micro-batch of
-  every objective at once: MMLM and TLM tokens through every layer, the XLCO query view (half
-  of its micro-batch) through the layers up to the universal one, the key view one layer at a
-  time without gradients. Each objective's micro-batch holds min(budget, the tokens of this
+  every objective at once, each going through the encoder as its ``encoder_passes`` say
+  (objectives/objective.py): MMLM and TLM tokens through every layer, the XLCO query view
+  (half of its micro-batch) through the layers up to the universal one, the key view one layer
+  at a time without gradients. Each objective's micro-batch holds min(budget, the tokens of this
   rank's share of a step) tokens, the share bounded by its examples × the longest example
   and by 1.25 × the most seen in the next 8 steps' data (drawn at the start: a step's data is
   a pure function of its number). Per layer and token the backward pass keeps
@@ -32,7 +33,7 @@ The estimate (bytes on one device; values in bf16 under autocast, fp32 otherwise
   feed-forward's input and its inner activation before and after the GELU, the two
   LayerNorms' inputs (2 bytes each), the two dropout masks (1 byte each). With activation
   checkpointing a layer keeps its input (2·d) and one layer at a time is recomputed;
-- the vocabulary logits of the masked tokens (``mask_prob`` of the MMLM and TLM tokens) and
+- the vocabulary logits of the masked tokens (``mask_prob`` of the scored passes' tokens) and
   their gradient, 2 + 2 bytes per vocabulary entry in bf16 (with ``run.fast_paths=false``
   every padded position counts, at 4 bytes a value);
 - on a CPU with attention dropout, SDPA's reference kernel keeps each layer's attention
@@ -61,6 +62,7 @@ import torch
 from torch import nn
 
 from ..data.pipeline import DEFAULT_MAX_TOKENS
+from ..objectives.objective import EncoderPass
 from .distributed import World, all_reduce_min, barrier
 from .errors import TrainingError
 
@@ -75,7 +77,7 @@ PROBE_STEPS = 8  # steps whose data is drawn to see how many tokens a share real
 SHARE_HEADROOM = 1.25
 
 __all__ = [
-    "CPU_LADDER", "CPU_MAX_TOKENS", "LADDER", "ActivationCost", "BudgetChoice", "MicroStep", "PeakEstimate", "choose_max_tokens",
+    "CPU_LADDER", "CPU_MAX_TOKENS", "LADDER", "ActivationCost", "BudgetChoice", "MicroStep", "ObjectivePasses", "PeakEstimate", "choose_max_tokens",
     "first_step_bytes", "fullest_micro_step", "observed_shares", "peak_estimate", "resolve_max_tokens",
     "share_bounds",
 ]  # fmt: skip
@@ -83,13 +85,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class MicroStep:
-    """What one micro-step carries: tokens through the whole encoder with gradients (MMLM and
-    TLM), their masked tokens, and the XLCO views (query with gradients, key without)."""
+    """What one micro-step carries: each objective's passes with their tokens, and the masked
+    tokens the MLM head scores."""
 
-    mlm_tokens: float
+    passes: tuple[tuple[float, EncoderPass], ...]  # (tokens, how they go through the encoder)
     masked_tokens: float
-    query_tokens: float = 0.0
-    key_tokens: float = 0.0
+
+
+ObjectivePasses = tuple[tuple[str, tuple[EncoderPass, ...]], ...]  # (stream, its passes) per objective
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,6 @@ class ActivationCost:
     hidden_size: int
     intermediate_size: int
     num_layers: int
-    contrast_layer: int  # the universal layer: how deep the XLCO query view goes
     vocab_size: int
     bytes_per_value: int = 2  # 2 under bf16 autocast, 4 in fp32
     activation_checkpointing: bool = False
@@ -129,22 +131,23 @@ class ActivationCost:
         return tokens * layers * self.layer_bytes_per_trained_token
 
     def micro_step_bytes(self, micro: MicroStep) -> float:
-        logits = micro.masked_tokens * self.vocab_size * 2 * self.bytes_per_value  # logits and their gradient
-        return (
-            self.through(self.num_layers, micro.mlm_tokens)
-            + self.through(self.contrast_layer, micro.query_tokens)
-            + micro.key_tokens * self.layer_bytes_per_token  # no gradients: one layer live at a time
-            + logits
-        )
+        total = micro.masked_tokens * self.vocab_size * 2 * self.bytes_per_value  # logits and their gradient
+        for tokens, p in micro.passes:
+            layers = self.num_layers if p.layers is None else p.layers
+            total += self.through(layers, tokens) if p.gradients else tokens * self.layer_bytes_per_token  # one layer live
+        return total
 
 
-def fullest_micro_step(shares: dict[str, float], max_tokens: int, mask_prob: float) -> MicroStep:
+def fullest_micro_step(shares: dict[str, float], objectives: ObjectivePasses, max_tokens: int, mask_prob: float) -> MicroStep:
     """The largest micro-step a rank can see at this budget: every objective's micro-batch at
-    once, each holding min(budget, the real tokens of this rank's share of a step) tokens
-    (``shares``: objective → tokens, both views for XLCO)."""
-    mlm = min(max_tokens, shares.get("mmlm", 0)) + min(max_tokens, shares.get("tlm", 0))
-    views = min(max_tokens, shares.get("xlco", 0))
-    return MicroStep(mlm_tokens=mlm, masked_tokens=mask_prob * mlm, query_tokens=views / 2, key_tokens=views / 2)
+    once, each holding min(budget, the real tokens of this rank's share of its stream's step)
+    tokens (``shares``: stream → tokens, both views for XLCO), through its passes."""
+    passes = []
+    for stream, its_passes in objectives:
+        tokens = min(max_tokens, shares.get(stream, 0))
+        passes += [(p.share * tokens, p) for p in its_passes]
+    masked = mask_prob * sum(tokens for tokens, p in passes if p.scored)
+    return MicroStep(tuple(passes), masked)
 
 
 def share_bounds(data, world_size: int, observed: dict[str, int] | None = None) -> dict[str, float]:
@@ -168,12 +171,14 @@ class PeakEstimate:
     step, as a function of the budget."""
 
     shares: dict[str, float]  # from share_bounds
+    objectives: ObjectivePasses
     cost: ActivationCost
     first_step_bytes: float
     mask_prob: float
 
     def __call__(self, max_tokens: int) -> float:
-        return self.first_step_bytes + self.cost.micro_step_bytes(fullest_micro_step(self.shares, max_tokens, self.mask_prob))
+        micro = fullest_micro_step(self.shares, self.objectives, max_tokens, self.mask_prob)
+        return self.first_step_bytes + self.cost.micro_step_bytes(micro)
 
 
 @dataclass(frozen=True)
@@ -268,13 +273,13 @@ def peak_estimate(
     encoder = model.encoder.config
     keeps_scores = world.device.type == "cpu" and encoder.attention_probs_dropout_prob > 0
     cost = ActivationCost(
-        encoder.hidden_size, encoder.intermediate_size, encoder.num_hidden_layers,
-        config.contrast.layer if "xlco" in data.enabled else 0, encoder.vocab_size,
+        encoder.hidden_size, encoder.intermediate_size, encoder.num_hidden_layers, encoder.vocab_size,
         bytes_per_value=2 if bf16 and fast else 4, activation_checkpointing=config.run.activation_checkpointing,
         score_bytes=CPU_SCORE_BYTES if keeps_scores else 0, num_heads=encoder.num_attention_heads,
         longest_row=max(data.longest_example(o) for o in data.enabled),
     )  # fmt: skip
-    return PeakEstimate(shares, cost, first_step_bytes(model, bf16, sharded), data.highest_mask_rate)
+    objectives = tuple((o.stream, o.encoder_passes()) for o in model.objectives if o.stream in shares)
+    return PeakEstimate(shares, objectives, cost, first_step_bytes(model, bf16, sharded), data.highest_mask_rate)
 
 
 def resolve_max_tokens(
