@@ -191,11 +191,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def step_flops(engine: EngineStep, size_name: str, data) -> float:
+def step_flops(engine: EngineStep, data) -> float:
     """Useful FLOPs of a step's batches (``train/flops.py``), as ``infoxlm bench`` counts them."""
     c = engine.encoder.config
     shape = ModelShape(c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.vocab_size)
-    return data_flops(data, shape, bench_size(size_name)).total
+    return data_flops(data, shape, engine)
 
 
 def timed_steps(engine: EngineStep, size_name: str, data: list, indices: range) -> str:
@@ -206,7 +206,7 @@ def timed_steps(engine: EngineStep, size_name: str, data: list, indices: range) 
         engine.step(lambda j: data[j], i, ProfiledPhases())
         seconds.append(time.perf_counter() - started)
         rate = product_rate(SQUARE, SQUARE, SQUARE, device=torch.device("cpu"), dtype=torch.float32, repeat=3)
-        ratios.append(step_flops(engine, size_name, data[i]) / seconds[-1] / rate)
+        ratios.append(step_flops(engine, data[i]) / seconds[-1] / rate)
     return (f"TIMED size {size_name} threads {torch.get_num_threads()}: step {statistics.median(seconds):.2f} s "
             f"(min {min(seconds):.2f}); useful FLOP/s against the 2048² product beside each step: "
             f"median {statistics.median(ratios):.1%} ({', '.join(f'{r:.0%}' for r in ratios)})")

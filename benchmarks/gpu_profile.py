@@ -135,7 +135,7 @@ def report_timed(args, engine: EngineStep, data: list[StepData], seconds: list[f
     size = bench_size(args.size)
     timed = data[args.warmup : args.warmup + args.timed]
     step = statistics.median(seconds)
-    flops = statistics.median(data_flops(d, shape, size).total for d in timed)
+    flops = statistics.median(data_flops(d, shape, engine) for d in timed)
     tokens = statistics.median(step_tokens(d) for d in timed)
     line = (f"TIMED size {args.size} batches {batches.mmlm},{batches.tlm},{batches.xlco} max_tokens {batches.max_tokens}"
             f"{variant_label(args)}: step {step * 1e3:.1f} ms (min {min(seconds) * 1e3:.1f}), "

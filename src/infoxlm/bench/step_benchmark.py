@@ -35,7 +35,7 @@ from ..data.pipeline import DEFAULT_MAX_TOKENS, PipelineConfig, StepData
 from ..model.config import EncoderConfig
 from ..train.config import TrainConfig, changed, resolve_config
 from ..train.distributed import World
-from ..train.flops import ModelShape, StepFlops, mfu, peak_bf16_flops, step_data_flops
+from ..train.flops import ModelShape, mfu, peak_bf16_flops
 from ..train.presets import preset
 from ..train.token_budget import resolve_max_tokens
 from .engine_step import EngineStep
@@ -109,11 +109,10 @@ def check_losses(engine: dict[str, float], baseline: dict[str, float], rtol: flo
     return {name: [engine[name], baseline[name]] for name in engine}
 
 
-def data_flops(data: StepData, shape: ModelShape, size: BenchSize) -> StepFlops:
-    """Useful FLOPs of a step's batches (real lengths and masked tokens read off their masks)
-    under the size's contrast settings."""
-
-    return step_data_flops(data, shape, size.contrast_layer, size.queue_size, size.pooling)
+def data_flops(data: StepData, shape: ModelShape, engine: EngineStep) -> float:
+    """Useful FLOPs of a step's batches (real lengths and masked tokens read off their masks),
+    as the engine's objectives count them: what a training run's MFU counts."""
+    return sum(o.flops(data.batches(o.stream), shape) for o in engine.model.objectives)
 
 
 @torch.no_grad()
@@ -263,7 +262,7 @@ def time_steps(plan: Plan, sides: list, stepper: Stepper, log) -> dict[str, dict
             record = timed[side.name]
             record["seconds"].append(seconds)
             record["tokens"].append(tokens)
-            record["flops"].append(data_flops(stepper.cache[index], shape, plan.size).total)
+            record["flops"].append(data_flops(stepper.cache[index], shape, sides[0]))
             record["phases"].append(dict(timer.seconds))
         stepper.cache.pop(index, None)
         log(f"[bench] step {j + 1}/{plan.steps}: " + ", ".join(f"{side.name} {timed[side.name]['seconds'][-1]:.3f} s" for side in stepping(j)))

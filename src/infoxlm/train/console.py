@@ -14,9 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-OBJECTIVE_NAMES = {"mmlm": "MMLM", "tlm": "TLM", "xlco": "XLCO"}
-
-
 def config_summary(
     config: Any,
     *,
