@@ -29,8 +29,8 @@ PRESET_PURPOSES = {
     "test": "seconds on a CPU; a tiny model to try the commands",
     "demo-quick": "seconds on a CPU; what infoxlm demo --quick trains, the demo's recipe on a tiny model",
     "paper-demo-quick": "seconds on a CPU; what infoxlm demo --setting paper --quick trains, paper-demo for 3 steps",
-    "demo": "minutes on a CPU; the demo's 4 × 256 model, what infoxlm demo trains",
-    "demo-multiway": "minutes on a CPU; demo with half of its pairs xx–yy through their shared English sentence",
+    "demo": "minutes on a CPU; the demo's 4 × 256 model with English-centred pairs",
+    "demo-multiway": "minutes on a CPU; demo with half of its pairs xx–yy through their shared English sentence, what infoxlm demo trains",
     "paper-demo": "minutes on a CPU; what infoxlm demo --setting paper trains: the shipped 4 × 256 masked LM "
     "continued with the paper's recipe, scaled",
     "demo-checkpoint": "17 minutes on a CPU; the shipped masked LM's recipe, MMLM only, as scripts/build_demo_checkpoint.py trains it",

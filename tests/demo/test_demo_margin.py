@@ -14,9 +14,9 @@ import pytest
 from infoxlm.demo.run import FULL, run_demo
 
 STEPS = 120
-# Measured at STEPS, seed 0, on 2 CPU cores (116 s; BENCHMARKS.md, the demo's margin test):
-# InfoXLM 53.3 / 47.8 top-1 on the test split (xx→en / en→xx), −XLCO 2.9 / 4.2, gaps 50.3 /
-# 43.6. The margin asked for is under half the smaller gap: a change must lose more than
+# Measured at STEPS, seed 0, on 2 CPU cores (112 s; BENCHMARKS.md, the demo's margin test):
+# InfoXLM 55.0 / 47.4 top-1 on the test split (xx→en / en→xx), −XLCO 3.7 / 5.2, gaps 51.3 /
+# 42.3. The margin asked for is under half the smaller gap: a change must lose more than
 # half of what XLCO adds before this fails.
 MARGIN_POINTS = 20.0
 

@@ -108,7 +108,8 @@ def scratch_base() -> TrainConfig:
 
 @_registered
 def demo() -> TrainConfig:
-    """What ``infoxlm demo`` trains (4 layers × 256, 400 steps on 2 CPU cores): each value the
+    """The demo's recipe with the paper's English-centred pairs (``infoxlm demo`` trains it with
+    multi-way pairs, ``demo-multiway``; 4 layers × 256, 400 steps on 2 CPU cores): each value the
     one that scored best on the demo's dev split in short runs (BENCHMARKS.md, "The demo's
     settings"). Its departures from the paper's recipe are on purpose for a model trained from
     scratch in minutes: XLCO on the mean of the universal layer's token states (the vector
