@@ -15,6 +15,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention
 from torch.utils.benchmark import Timer
 
+from infoxlm.model.attention import HAS_VARLEN_ATTN
+
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
             "efficient": SDPBackend.EFFICIENT_ATTENTION}  # fmt: skip
 
@@ -48,7 +50,9 @@ def main(argv: list[str] | None = None) -> None:
             varlen_attn(*packed, cu, cu, T, T).backward(g)
         return step
 
-    candidates = {name: sdpa(backend) for name, backend in BACKENDS.items()} | {"varlen": varlen()}
+    candidates = {name: sdpa(backend) for name, backend in BACKENDS.items()}
+    if HAS_VARLEN_ATTN:  # torch ≥ 2.9
+        candidates["varlen"] = varlen()
     print(f"attention forward + backward, (B, h, T, d/h) = ({B}, {h}, {T}, {dh}), bf16")
     for name, step in candidates.items():
         try:

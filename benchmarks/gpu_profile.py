@@ -132,7 +132,6 @@ def run_steps(engine: EngineStep, data: list[StepData], indices: range, sync) ->
 
 
 def report_timed(args, engine: EngineStep, data: list[StepData], seconds: list[float], shape: ModelShape, batches: Batches) -> None:
-    size = bench_size(args.size)
     timed = data[args.warmup : args.warmup + args.timed]
     step = statistics.median(seconds)
     flops = statistics.median(data_flops(d, shape, engine) for d in timed)

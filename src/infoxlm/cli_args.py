@@ -27,7 +27,7 @@ PRESET_NAMES = (
 # missing lists them (a default preset would run base's 150,000 steps on a laptop).
 PRESET_PURPOSES = {
     "test": "seconds on a CPU; a tiny model to try the commands",
-    "demo-quick": "seconds on a CPU; what infoxlm demo --quick trains, the demo's recipe on a tiny model",
+    "demo-quick": "seconds on a CPU; what infoxlm demo --quick trains, demo-multiway on a tiny model",
     "paper-demo-quick": "seconds on a CPU; what infoxlm demo --setting paper --quick trains, paper-demo for 3 steps",
     "demo": "minutes on a CPU; the demo's 4 × 256 model with English-centred pairs",
     "demo-multiway": "minutes on a CPU; demo with half of its pairs xx–yy through their shared English sentence, what infoxlm demo trains",

@@ -97,7 +97,7 @@ def test_peak_table_and_mfu():
         mfu(1.0, 0.0, 1.0)
 
 
-def test_the_training_log_counts_the_flops_the_benchmark_counts(tmp_path):
+def test_the_training_log_counts_the_closed_form_flops(tmp_path):
     import contextlib
     import io
     import json

@@ -90,7 +90,7 @@ def auto_max_tokens(engine: EngineStep, spec: SyntheticSpec, config: TrainConfig
     )  # fmt: skip
     steps = types.SimpleNamespace(step=lambda step, rank, world_size: synthetic_step(spec, step))  # a world of one
     tokens, message = resolve_max_tokens(config, World(device=engine.device), engine.model, steps, 0, bf16=bf16, sharded=False)
-    log(f"[bench] {message or f'micro-batch token budget: {tokens:,} tokens per objective, as on any CPU'}")
+    log(f"[bench] {message or f'micro-batch token budget: {tokens:,} tokens per objective, the 16,384 that fits the memory of this CPU'}")
     return tokens
 
 
@@ -111,7 +111,8 @@ def check_losses(engine: dict[str, float], baseline: dict[str, float], rtol: flo
 
 def data_flops(data: StepData, shape: ModelShape, engine: EngineStep) -> float:
     """Useful FLOPs of a step's batches (real lengths and masked tokens read off their masks),
-    as the engine's objectives count them: what a training run's MFU counts."""
+    as the engine's objectives count them: what a training run's MFU counts once every
+    objective trains (the bench's sizes train all of theirs from the first step)."""
     return sum(o.flops(data.batches(o.stream), shape) for o in engine.model.objectives)
 
 

@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
 
 import torch
 from torch import nn
@@ -65,6 +65,7 @@ from ..data.pipeline import DEFAULT_MAX_TOKENS
 from ..objectives.objective import EncoderPass
 from .distributed import World, all_reduce_min, barrier
 from .errors import TrainingError
+from .host_memory import host_memory
 
 GIB = 1024**3
 LADDER = tuple(range(8192, 98_304 + 1, 8192))  # 98,304: the largest measured, the fastest at base on an H100
@@ -289,12 +290,13 @@ def resolve_max_tokens(
     """``data.max_tokens`` for this run and the message that says how it was chosen (None when
     nothing was chosen): the config's value where set; on a CPU ``cpu_max_tokens``; on a GPU the largest
     rung that fits (``choose_max_tokens``), the same on every rank (the smallest of theirs).
-    ``memory``: (free, total) bytes of the device; by default ``torch.cuda.mem_get_info``."""
+    ``memory``: (free, total) bytes of the device; by default ``torch.cuda.mem_get_info`` on a
+    GPU, ``host_memory`` on a CPU."""
     data = config.data
     if data.max_tokens is not None:
         return data.max_tokens, None
     if world.device.type != "cuda":
-        return cpu_max_tokens(config, world, model, pipeline, first_step, bf16=bf16, memory=memory)
+        return cpu_max_tokens(config, world, model, pipeline, first_step, bf16=bf16, sharded=sharded, memory=memory)
     peak = peak_estimate(config, world, model, pipeline, first_step, bf16=bf16, sharded=sharded)
     if memory is None:  # what the driver has free, and what torch's allocator holds unused
         barrier(world)  # NCCL sets up its communicator (and its buffers) at the first collective
@@ -311,45 +313,45 @@ def resolve_max_tokens(
     return agreed, choice.describe(str(world.device))
 
 
-def host_memory() -> tuple[int, int]:
-    """(available, total) bytes of this machine's memory, as the kernel counts them."""
-    fields = {}
-    for line in Path("/proc/meminfo").read_text().splitlines() if Path("/proc/meminfo").exists() else []:
-        name, _, value = line.partition(":")
-        fields[name] = int(value.split()[0]) * 1024
-    if "MemAvailable" in fields:
-        return fields["MemAvailable"], fields["MemTotal"]
-    page = os.sysconf("SC_PAGE_SIZE")  # elsewhere: free pages, fewer than what could be had
-    return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
-
-
 def cpu_max_tokens(
-    config, world: World, model: nn.Module, pipeline, first_step: int, *, bf16: bool, memory: tuple[int, int] | None
+    config, world: World, model: nn.Module, pipeline, first_step: int, *, bf16: bool, sharded: bool,
+    memory: tuple[int, int] | None,
 ) -> tuple[int, str | None]:
     """A CPU run's budget: 16,384 where its estimate fits the memory available (first with the
     bound that always holds, which needs no step drawn), else the largest of ``CPU_LADDER``
-    that fits, said in a line; a ``TrainingError`` where none does, before anything is written."""
-    free, total = memory if memory is not None else host_memory()
-    available = free - max(MIN_MARGIN_BYTES, MARGIN_SHARE * total)
-    if peak_estimate(config, world, model, pipeline, first_step, bf16=bf16, sharded=False, observe=False)(CPU_MAX_TOKENS) <= available:
+    that fits, said in a line; a ``TrainingError`` where none does, before anything is written.
+    Processes on one machine share its memory (each counts its share, ``LOCAL_WORLD_SIZE``)
+    and agree on one budget, the smallest of theirs; where one fits none, every one stops."""
+    memory = memory if memory is not None else host_memory()
+    if memory is None:  # nothing to check against: the default, as before there was a check
         return CPU_MAX_TOKENS, None
-    peak = peak_estimate(config, world, model, pipeline, first_step, bf16=bf16, sharded=False)
-    if peak(CPU_MAX_TOKENS) <= available:
-        return CPU_MAX_TOKENS, None
+    free, total = memory
+    available = (free - max(MIN_MARGIN_BYTES, MARGIN_SHARE * total)) / int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    estimate = partial(peak_estimate, config, world, model, pipeline, first_step, bf16=bf16, sharded=sharded)
     smallest = max(config.data.longest_example(o) for o in config.data.enabled)
     rungs = [t for t in CPU_LADDER if t >= smallest] or [smallest]
-    fitting = [t for t in rungs if peak(t) <= available]
+    peak = None
+    if estimate(observe=False)(CPU_MAX_TOKENS) <= available:
+        chosen = CPU_MAX_TOKENS
+    else:
+        peak = estimate()
+        chosen = max([t for t in rungs if peak(t) <= available], default=0)  # 0: none fits
+    if world.distributed:  # one budget for all ranks: the smallest of theirs
+        chosen = int(all_reduce_min(torch.tensor(chosen, device=world.device), world))
+    if chosen == CPU_MAX_TOKENS:
+        return chosen, None
+    peak = peak or estimate()
     gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
-    if not fitting:
+    if chosen == 0:
         raise TrainingError(
             f"this run's first step needs an estimated {gib(peak(rungs[0]))} of memory even at {rungs[0]:,} tokens "
-            f"per micro-batch, and this machine has {gib(available)} available (less a margin): it would be killed "
-            "for want of memory. On a CPU, --preset demo (minutes) or --preset test (seconds) fit; or set fewer "
-            "examples per step (--set data.mmlm_batch_size=N, and tlm_, xlco_) or a smaller model (--set model.size=…)"
+            f"per micro-batch, and this machine has {gib(available)} available per process (less a margin): it "
+            "would be killed for want of memory. On a CPU, --preset demo (minutes) or --preset test (seconds) fit; "
+            "or --set run.activation_checkpointing=true, --set model.dropout=0 (a CPU keeps attention scores for "
+            "dropout), fewer examples per step (--set data.mmlm_batch_size=N, and tlm_, xlco_) or a smaller model"
         )
-    chosen = fitting[-1]
     return chosen, (
         f"micro-batch token budget: {chosen:,} tokens per objective (data.max_tokens unset: a CPU's {CPU_MAX_TOKENS:,} "
         f"needs an estimated {gib(peak(CPU_MAX_TOKENS))}, more than the {gib(available)} this machine has available "
-        f"less a margin; {chosen:,} needs {gib(peak(chosen))}; --set data.max_tokens=N fixes it)"
+        f"per process less a margin; {chosen:,} needs {gib(peak(chosen))}; --set data.max_tokens=N fixes it)"
     )
