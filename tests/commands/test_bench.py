@@ -107,7 +107,7 @@ def test_max_tokens_auto_picks_what_a_training_run_would(capsys):
     assert main([*args, "--max-tokens", "auto"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["batches"]["max_tokens"] == 16_384  # a CPU run's
-    assert "micro-batch token budget: 16,384 tokens per objective, as on any CPU" in captured.err
+    assert "micro-batch token budget: 16,384 tokens per objective (the CPU default, which fits the memory here)" in captured.err
     with pytest.raises(SystemExit):
         main([*args, "--max-tokens", "lots"])
     assert "'lots': expected a number of tokens such as 98304, or 'auto'" in capsys.readouterr().err

@@ -90,7 +90,7 @@ def auto_max_tokens(engine: EngineStep, spec: SyntheticSpec, config: TrainConfig
     )  # fmt: skip
     steps = types.SimpleNamespace(step=lambda step, rank, world_size: synthetic_step(spec, step))  # a world of one
     tokens, message = resolve_max_tokens(config, World(device=engine.device), engine.model, steps, 0, bf16=bf16, sharded=False)
-    log(f"[bench] {message or f'micro-batch token budget: {tokens:,} tokens per objective, the 16,384 that fits the memory of this CPU'}")
+    log(f"[bench] {message or f'micro-batch token budget: {tokens:,} tokens per objective (the CPU default, which fits the memory here)'}")
     return tokens
 
 
