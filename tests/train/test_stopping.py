@@ -230,3 +230,27 @@ def test_the_stop_line_is_never_spliced_into_the_progress_bar(store, tmp_path, c
     assert "pretrain:" in err  # the bar was drawn
     pieces = re.split(r"[\r\n]", err)  # what a terminal shows on each line, each redraw
     assert any(piece.startswith("stopped after step 2 of 8") for piece in pieces), err[-600:]
+
+
+def test_a_stop_during_the_queue_pre_fill_ends_the_run_before_its_first_step(store, tmp_path, capsys):
+    """A stop signal while XLCO's queue fills (minutes for a large queue on a CPU) ends the run
+    there, not after the step: nothing was trained, nothing is saved, and the same call then
+    trains the run a stop never touched."""
+    from infoxlm.train.loop import _pretrain
+
+    cfg = lambda: apply_overrides(preset("test"), [*OVERRIDES, "contrast.queue_size=64"])  # 16 batches of 4 keys  # noqa: E731
+    stop = StopRequest()
+    stop.signal_name = "SIGTERM"  # as if it arrived before the first key batch
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(RunStopped) as stopped:
+        _pretrain(cfg(), store, tmp_path / "stopped", stop, progress=False)
+    assert stopped.value.step == 0 and "XLCO queue's pre-fill" in stopped.value.reason
+    err = capsys.readouterr().err
+    assert "stopped before step 1 of 8 (SIGTERM received, during the XLCO queue's pre-fill (0 key batches encoded)); " \
+           "no step had run, so nothing was saved; the same command continues the run" in err
+    assert list_checkpoints(tmp_path / "stopped") == []
+    with contextlib.redirect_stdout(io.StringIO()):
+        pretrain(cfg(), store, tmp_path / "stopped", progress=False)
+        pretrain(cfg(), store, tmp_path / "straight", progress=False)
+    a = load_file(export(tmp_path / "straight", tmp_path / "a") / "model.safetensors")
+    b = load_file(export(tmp_path / "stopped", tmp_path / "b") / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -24,7 +24,13 @@ from typing import Any, Callable, Iterable, Protocol
 import torch
 from torch import nn
 
-__all__ = ["Draws", "EncoderPass", "LossTerm", "Objective", "StepContext", "VocabularyTargets"]
+__all__ = ["Draws", "EncoderPass", "LossTerm", "Objective", "StepAbandoned", "StepContext", "VocabularyTargets"]
+
+
+class StepAbandoned(Exception):
+    """Raised by an objective's long work before a step's update (a queue pre-fill) when a stop
+    was asked for (``StepContext.stop_requested``): the step has not run, nothing it would
+    have written is kept, and the run ends at the step before it."""
 
 
 @dataclass
@@ -88,6 +94,10 @@ class StepContext(Protocol):
     def draws(self, stream: str, seed_offset: int) -> "Draws":
         """Examples of ``stream`` drawn for the objective's own purpose (a queue's pre-fill),
         from the run's seed plus ``seed_offset``, apart from training's."""
+
+    def stop_requested(self) -> bool:
+        """Whether the run was asked to stop (SIGTERM, SIGUSR1, a first Ctrl-C), the same answer
+        on every rank: long work before the update may then raise ``StepAbandoned``."""
 
     def phase(self, name: str) -> contextlib.AbstractContextManager:
         """A part of the step the benchmark times (``bench/timing.PhaseTimer``)."""

@@ -56,7 +56,7 @@ from ..data.batching import ContrastBatch
 from ..model.encoder import Encoder
 from ..model.flops import ModelShape, encoder_forward_flops, row_sums
 from ..model.packing import Packing
-from .objective import Draws, EncoderPass, LossTerm, Objective, StepContext
+from .objective import Draws, EncoderPass, LossTerm, Objective, StepAbandoned, StepContext
 
 __all__ = ["ContrastOutput", "ContrastSettings", "MomentumContrast", "contrast_flops", "momentum_at", "positive_ranked_first"]
 
@@ -348,7 +348,9 @@ class MomentumContrast(Objective):
 
     def _drawn_keys(self, draws: Draws, j: int, context: StepContext) -> torch.Tensor:
         """Every rank's keys of draw ``j``, in slot order: (N, d)."""
-        interrupt.check()  # the pre-fill of a large queue takes a while
+        interrupt.check()  # the pre-fill of a large queue takes a while (minutes on a CPU)
+        if context.stop_requested():
+            raise StepAbandoned(f"during the XLCO queue's pre-fill ({j} key batches encoded)")
         parts = [context.side_pass(self.name, "encode_keys_of", batch) for batch in draws.batches(j)]
         keys, slots = (torch.cat(part) for part in zip(*parts))
         return keys_in_slot_order(keys, slots, context)

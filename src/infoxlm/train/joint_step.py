@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -38,14 +38,16 @@ __all__ = [
 
 
 def build_joint_step(
-    config: TrainConfig, world: World, model: JointModel, *, store: TokenStore | None = None, progress: bool = False
+    config: TrainConfig, world: World, model: JointModel, *, store: TokenStore | None = None, progress: bool = False,
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> "JointStep":
     """The step for this model (built with its fast paths): moved to the world's device, its
     layers compiled if ``run.compile``, in DDP or sharded by FSDP2 (``run.parallelism``) when
     there are several processes, AdamW with the warm-up / linear-decay schedule. ``store``:
     where an objective's own draws come from (XLCO's queue pre-fill); without one, an
     objective that needs them says so. ``progress``: an objective's long work (a queue
-    pre-fill) draws a progress bar."""
+    pre-fill) draws a progress bar. ``stop_requested``: whether the run was asked to stop, the
+    same on every rank, which such work reads to end early (``StepAbandoned``)."""
     configure_allocator(world.device, config.run.expandable_segments)  # before the first tensor goes to the GPU
     model.to(world.device)
     if config.run.compile:
@@ -56,7 +58,9 @@ def build_joint_step(
         model.trainable_parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
     )
     scheduler = build_scheduler(optimizer, o.warmup_steps, o.max_steps, o.schedule, o.decay_fraction)
-    return JointStep(config, world, model, parallel_model, optimizer, scheduler, store=store, progress=progress)
+    return JointStep(
+        config, world, model, parallel_model, optimizer, scheduler, store=store, progress=progress, stop_requested=stop_requested
+    )
 
 
 class StepPhases:
@@ -93,9 +97,11 @@ class JointStep:
         *,
         store: TokenStore | None = None,
         progress: bool = False,
+        stop_requested: Callable[[], bool] = lambda: False,
     ):
         self.config, self.world, self.model, self.parallel_model = config, world, model, parallel_model
         self.optimizer, self.scheduler, self.store, self.progress = optimizer, scheduler, store, progress
+        self.stop_requested = stop_requested
         self.parameters = model.trainable_parameters()
         self.sharded = is_sharded(parallel_model)
 
@@ -225,6 +231,9 @@ class StepContext:
 
     def draws(self, stream: str, seed_offset: int) -> Draws:
         return self._step.draws(stream, seed_offset)
+
+    def stop_requested(self) -> bool:
+        return self._step.stop_requested()
 
 
 def step_counts(data: StepData, objectives: list[Objective], step: int) -> dict[str, int]:

@@ -30,6 +30,7 @@ from ..data.store import TokenStore
 from ..export.model_card import DATA_SUMMARY_NAME, data_summary, write_model_card
 from ..outputs import atomic_dir, check_output_dir, is_run_directory, write_text_atomically
 from ..tokenizer import Tokenizer
+from ..objectives.objective import StepAbandoned
 from .checkpoint import CheckpointWriter, checkpoint_path, last_good_checkpoint, list_checkpoints, refuse_non_finite
 from .config import TrainConfig, resolve_config
 from .console import bar_postfix, config_summary, step_line
@@ -127,7 +128,10 @@ class Trainer:
             check_encoder=resume.check_encoder if resume is not None else None,
         )  # fmt: skip
         self.encoder = model.encoder
-        self.joint_step = step = build_joint_step(self.config, self.world, model, store=self.store, progress=self.progress)
+        self.joint_step = step = build_joint_step(
+            self.config, self.world, model, store=self.store, progress=self.progress,
+            stop_requested=lambda: self.stop.by_signal(self.world) is not None,  # self.stop: pretrain()'s, once handed in
+        )  # fmt: skip
         self.model, self.parallel_model, self.optimizer, self.scheduler = step.model, step.parallel_model, step.optimizer, step.scheduler
         r = self.config.run
         self.checkpoints = CheckpointWriter(
@@ -278,7 +282,11 @@ class Trainer:
         cfg = self.config
         while self.step < cfg.optim.max_steps:
             interrupt.check()  # a Ctrl-C that library code swallowed
-            metrics = self.train_step()
+            try:
+                metrics = self.train_step()
+            except StepAbandoned as err:  # a stop during long work before the update
+                self.stop_before_step(f"{self.stop.by_signal(self.world)}, {err}")
+                return
             interrupt.check()  # a second Ctrl-C that library code swallowed during the step: no save
             self.step += 1
             self.checkpoints.poll()  # a background save that has finished goes in place
@@ -334,6 +342,16 @@ class Trainer:
                 f"{checkpoint_path(self.run_dir, self.step)} written; {same} continues the run",
                 file=sys.stderr,
             )
+
+    def stop_before_step(self, reason: str) -> None:
+        """End the run before step ``self.step + 1``, which did not run: the last checkpoint
+        (if any) stays as it is, and the same command continues from it."""
+        self.stopped = reason
+        if self.world.is_main:
+            found = list_checkpoints(self.run_dir)
+            kept = f"{found[-1][1]} stays" if found else "no step had run, so nothing was saved"
+            tqdm.write(f"stopped before step {self.step + 1} of {self.config.optim.max_steps} ({reason}); {kept}; "
+                       "the same command continues the run", file=sys.stderr)  # fmt: skip
 
     def train_step(self, phases: "StepPhases | None" = None) -> dict[str, float]:
         """One optimizer step: seed → data → ``JointStep`` (the objectives' hooks, losses,

@@ -111,17 +111,23 @@ class StopRequest:
             os.write(sys.stderr.fileno(), b"\nCtrl-C: stopping after this step with a checkpoint "
                      b"(Ctrl-C again aborts at once, keeping the last checkpoint)\n")
 
+    def by_signal(self, world: World) -> str | None:
+        """``"SIGTERM received"`` (or the like) once a stop signal has arrived on any rank, else
+        None; every rank gets the same answer (a collective when there are several)."""
+        arrived = self.signal_name is not None
+        if world.distributed:
+            flag = torch.tensor([1.0 if arrived else 0.0], device=world.device)
+            arrived = bool(all_reduce_max(flag, world).item())
+        return f"{self.signal_name or 'a stop signal on another rank'} received" if arrived else None
+
     def reached(self, step: int, world: World) -> str | None:
         """After optimizer step ``step`` (counted from 1): why to stop now, or None.
 
         Called by every rank at every step boundary; all ranks get the same answer.
         """
-        by_signal = self.signal_name is not None
-        if world.distributed:
-            flag = torch.tensor([1.0 if by_signal else 0.0], device=world.device)
-            by_signal = bool(all_reduce_max(flag, world).item())
-        if by_signal:
-            return f"{self.signal_name or 'a stop signal on another rank'} received"
+        by_signal = self.by_signal(world)
+        if by_signal is not None:
+            return by_signal
         if self.stop_at is not None and step >= self.stop_at:
             return f"--stop-at {self.stop_at} reached"
         return None
