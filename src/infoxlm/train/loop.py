@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -77,7 +78,10 @@ class Trainer:
         preset: str | None = None,
         notes: Sequence[str] = (),
         validation: str | Path | None = None,
+        stop: StopRequest | None = None,
     ):
+        # pretrain() hands in its own (--stop-at, SIGTERM / SIGUSR1, Ctrl-C); none: never asked.
+        self.stop = stop if stop is not None else StopRequest()
         self.preset = preset  # the name the config started from, for the summary printed at the start
         # What the command settled about the config (the contrast layer --init gave, warnings):
         # said after the summary, once the run has started, so that a run that cannot start
@@ -130,7 +134,7 @@ class Trainer:
         self.encoder = model.encoder
         self.joint_step = step = build_joint_step(
             self.config, self.world, model, store=self.store, progress=self.progress,
-            stop_requested=lambda: self.stop.by_signal(self.world) is not None,  # self.stop: pretrain()'s, once handed in
+            stop_requested=partial(_stop_signalled, self.stop, self.world),
         )  # fmt: skip
         self.model, self.parallel_model, self.optimizer, self.scheduler = step.model, step.parallel_model, step.optimizer, step.scheduler
         r = self.config.run
@@ -141,7 +145,6 @@ class Trainer:
         self.shape = ModelShape.of(self.encoder.config)
         self.peak_flops = run_peak_flops(self.world.device, computes_in_bf16(self.config, self.world))  # MFU's denominator
         self.step = 0
-        self.stop = StopRequest()  # pretrain() hands in its own: --stop-at, SIGTERM / SIGUSR1
         self.stopped: str | None = None  # why the run stopped before its last step, once it has
         # Before the resume loads AdamW's state: the estimate counts it as still to come.
         self._choose_max_tokens(first_step=resume.step if resume is not None else 0)
@@ -380,6 +383,11 @@ class Trainer:
         return metrics
 
 
+def _stop_signalled(stop: StopRequest, world: World) -> bool:
+    """Whether a stop signal arrived on any rank (what an objective's long work reads)."""
+    return stop.by_signal(world) is not None
+
+
 def _mix(*values: int) -> int:
     """A 63-bit seed from several integers (the same on every platform and Python run)."""
     h = 0x9E3779B97F4A7C15
@@ -409,8 +417,7 @@ def pretrain(config: TrainConfig, data: str | Path, output: str | Path, *, stop_
 def _pretrain(config: TrainConfig, data: str | Path, output: str | Path, stop: StopRequest, **kwargs) -> Path:
     interrupt.check()  # a Ctrl-C during start-up that an import swallowed
     _refuse_stop_at_behind(Path(output), stop.stop_at, config.optim.max_steps)
-    trainer = Trainer(config, data, output, **kwargs)
-    trainer.stop = stop
+    trainer = Trainer(config, data, output, stop=stop, **kwargs)
     try:
         trainer.run()
         # No rank tears the process group down while another (rank 0 writing the last
