@@ -37,6 +37,7 @@ from infoxlm.train.token_budget import (
     PeakEstimate,
     choose_max_tokens,
     first_step_bytes,
+    longest_example,
     fullest_micro_step,
     peak_estimate,
     resolve_max_tokens,
@@ -249,7 +250,7 @@ def _cpu_run(built_store, *overrides):
 
 def test_a_cpu_with_attention_dropout_counts_the_scores_its_kernel_keeps(built_store):
     config, model, pipeline, cpu = _cpu_run(built_store)
-    heads, longest = model.encoder.config.num_attention_heads, max(config.data.longest_example(o) for o in config.data.enabled)
+    heads, longest = model.encoder.config.num_attention_heads, longest_example(config.data)
     assert cpu.cost.score_bytes == 9 and cpu.cost.layer_bytes_per_trained_token == cpu.cost.layer_bytes_per_token + 9 * heads * longest
     gpu = peak_estimate(config, World(device=torch.device("cuda")), model, pipeline, 0, bf16=True, sharded=False)
     assert gpu.cost.score_bytes == 0  # flash and memory-efficient kernels keep no scores

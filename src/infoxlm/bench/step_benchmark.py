@@ -35,7 +35,7 @@ from ..data.pipeline import DEFAULT_MAX_TOKENS, PipelineConfig, StepData
 from ..model.config import EncoderConfig
 from ..train.config import TrainConfig, changed, resolve_config
 from ..train.distributed import World
-from ..train.flops import ModelShape, mfu, peak_bf16_flops
+from ..train.flops import ModelShape, mfu, objective_flops, peak_bf16_flops
 from ..train.presets import preset
 from ..train.token_budget import resolve_max_tokens
 from .engine_step import EngineStep
@@ -113,7 +113,7 @@ def data_flops(data: StepData, shape: ModelShape, engine: EngineStep) -> float:
     """Useful FLOPs of a step's batches (real lengths and masked tokens read off their masks),
     as the engine's objectives count them: what a training run's MFU counts once every
     objective trains (the bench's sizes train all of theirs from the first step)."""
-    return sum(o.flops(data.batches(o.stream), shape) for o in engine.model.objectives)
+    return objective_flops(data, shape, engine.model.objectives)
 
 
 @torch.no_grad()

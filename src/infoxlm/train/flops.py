@@ -35,7 +35,7 @@ from ..objectives.masked_lm import masked_lm_flops
 from ..objectives.xlco import contrast_flops
 
 __all__ = [
-    "ModelShape", "StepFlops", "encoder_forward_flops", "joint_step_flops", "mfu", "mlm_head_forward_flops",
+    "ModelShape", "StepFlops", "encoder_forward_flops", "joint_step_flops", "mfu", "mlm_head_forward_flops", "objective_flops",
     "peak_bf16_flops", "product_rate", "run_peak_flops", "step_data_flops", "throughput_metrics", "trained_flops",
 ]  # fmt: skip
 
@@ -159,10 +159,15 @@ def step_data_flops(data, shape: ModelShape, contrast_layer: int, queue_size: in
     )
 
 
+def objective_flops(data, shape: ModelShape, objectives) -> float:
+    """Useful FLOPs of ``objectives`` trained on ``data`` (a ``StepData``): the sum of what each
+    counts on its stream's batches."""
+    return float(sum(o.flops(data.batches(o.stream), shape) for o in objectives))
+
+
 def trained_flops(data, shape: ModelShape, objectives, step: int) -> float:
-    """Useful FLOPs of the step a run trains on ``data`` (a ``StepData``): the sum over the
-    objectives active at ``step`` of what each counts on its stream's batches."""
-    return float(sum(o.flops(data.batches(o.stream), shape) for o in objectives if o.active_at(step)))
+    """Useful FLOPs of the step a run trains on ``data``: those of the objectives active at ``step``."""
+    return objective_flops(data, shape, [o for o in objectives if o.active_at(step)])
 
 
 def run_peak_flops(device: torch.device, bf16: bool) -> float | None:

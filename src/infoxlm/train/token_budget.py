@@ -78,7 +78,8 @@ PROBE_STEPS = 8  # steps whose data is drawn to see how many tokens a share real
 SHARE_HEADROOM = 1.25
 
 __all__ = [
-    "CPU_LADDER", "CPU_MAX_TOKENS", "LADDER", "ActivationCost", "BudgetChoice", "MicroStep", "ObjectivePasses", "PeakEstimate", "choose_max_tokens",
+    "CPU_LADDER", "CPU_MAX_TOKENS", "LADDER", "ActivationCost", "BudgetChoice", "MicroStep", "ObjectivePasses", "PeakEstimate",
+    "available_bytes", "choose_max_tokens", "longest_example",
     "first_step_bytes", "fullest_micro_step", "observed_shares", "peak_estimate", "resolve_max_tokens",
     "share_bounds",
 ]  # fmt: skip
@@ -208,12 +209,26 @@ class BudgetChoice:
         return line
 
 
-def choose_max_tokens(peak: PeakEstimate, smallest: int, free_bytes: float, total_bytes: float) -> BudgetChoice:
-    """The largest rung of ``LADDER`` (at least ``smallest``, the longest example) whose
-    estimated peak fits ``free_bytes`` less the margin; when none fits, the smallest rung
-    (``fits`` False)."""
-    available = free_bytes - max(MIN_MARGIN_BYTES, MARGIN_SHARE * total_bytes)
-    rungs = [t for t in LADDER if t >= smallest] or [smallest]
+def available_bytes(free_bytes: float, total_bytes: float, processes: int = 1) -> float:
+    """What one process may count on: the free memory less the margin, shared by the
+    ``processes`` that use the same memory."""
+    return (free_bytes - max(MIN_MARGIN_BYTES, MARGIN_SHARE * total_bytes)) / processes
+
+
+def longest_example(data) -> int:
+    """The longest example of the run's objectives (``data``: its PipelineConfig): the
+    smallest budget that holds one, and the longest row a pass has."""
+    return max(data.longest_example(o) for o in data.enabled)
+
+
+def choose_max_tokens(
+    peak: PeakEstimate, smallest: int, free_bytes: float, total_bytes: float, *, ladder: tuple[int, ...] = LADDER,
+    processes: int = 1,
+) -> BudgetChoice:
+    """The largest rung of ``ladder`` (at least ``smallest``, the longest example) whose
+    estimated peak fits ``available_bytes``; when none fits, the smallest rung (``fits`` False)."""
+    available = available_bytes(free_bytes, total_bytes, processes)
+    rungs = [t for t in ladder if t >= smallest] or [smallest]
     fitting = [t for t in rungs if peak(t) <= available]
     chosen = fitting[-1] if fitting else rungs[0]
     return BudgetChoice(chosen, peak(chosen), available)
@@ -277,7 +292,7 @@ def peak_estimate(
         encoder.hidden_size, encoder.intermediate_size, encoder.num_hidden_layers, encoder.vocab_size,
         bytes_per_value=2 if bf16 and fast else 4, activation_checkpointing=config.run.activation_checkpointing,
         score_bytes=CPU_SCORE_BYTES if keeps_scores else 0, num_heads=encoder.num_attention_heads,
-        longest_row=max(data.longest_example(o) for o in data.enabled),
+        longest_row=longest_example(data),
     )  # fmt: skip
     objectives = tuple((o.stream, o.encoder_passes()) for o in model.objectives if o.stream in shares)
     return PeakEstimate(shares, objectives, cost, first_step_bytes(model, bf16, sharded), data.highest_mask_rate)
@@ -304,8 +319,7 @@ def resolve_max_tokens(
         free += torch.cuda.memory_reserved(world.device) - torch.cuda.memory_allocated(world.device)
     else:
         free, total = memory
-    smallest = max(data.longest_example(o) for o in data.enabled)
-    choice = choose_max_tokens(peak, smallest, free, total)
+    choice = choose_max_tokens(peak, longest_example(data), free, total)
     agreed = choice.max_tokens
     if world.distributed:  # one budget for all ranks: the smallest of theirs
         agreed = int(all_reduce_min(torch.tensor(agreed, device=world.device), world))
@@ -325,17 +339,16 @@ def cpu_max_tokens(
     memory = memory if memory is not None else host_memory()
     if memory is None:  # nothing to check against: the default, as before there was a check
         return CPU_MAX_TOKENS, None
-    free, total = memory
-    available = (free - max(MIN_MARGIN_BYTES, MARGIN_SHARE * total)) / int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    available = available_bytes(*memory, processes)
     estimate = partial(peak_estimate, config, world, model, pipeline, first_step, bf16=bf16, sharded=sharded)
-    smallest = max(config.data.longest_example(o) for o in config.data.enabled)
-    rungs = [t for t in CPU_LADDER if t >= smallest] or [smallest]
     peak = None
     if estimate(observe=False)(CPU_MAX_TOKENS) <= available:
         chosen = CPU_MAX_TOKENS
     else:
         peak = estimate()
-        chosen = max([t for t in rungs if peak(t) <= available], default=0)  # 0: none fits
+        choice = choose_max_tokens(peak, longest_example(config.data), *memory, ladder=CPU_LADDER, processes=processes)
+        chosen = choice.max_tokens if choice.fits else 0  # 0: none fits
     if world.distributed:  # one budget for all ranks: the smallest of theirs
         chosen = int(all_reduce_min(torch.tensor(chosen, device=world.device), world))
     if chosen == CPU_MAX_TOKENS:
@@ -343,8 +356,10 @@ def cpu_max_tokens(
     peak = peak or estimate()
     gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
     if chosen == 0:
+        longest = longest_example(config.data)
+        smallest = next((t for t in CPU_LADDER if t >= longest), longest)  # choose_max_tokens's first rung
         raise TrainingError(
-            f"this run's first step needs an estimated {gib(peak(rungs[0]))} of memory even at {rungs[0]:,} tokens "
+            f"this run's first step needs an estimated {gib(peak(smallest))} of memory even at {smallest:,} tokens "
             f"per micro-batch, and this machine has {gib(available)} available per process (less a margin): it "
             "would be killed for want of memory. On a CPU, --preset demo (minutes) or --preset test (seconds) fit; "
             "or --set run.activation_checkpointing=true, --set model.dropout=0 (a CPU keeps attention scores for "
