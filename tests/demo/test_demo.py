@@ -101,7 +101,7 @@ def _scores(results: dict) -> dict:
 
 
 def test_a_stop_signal_ends_the_demo_and_the_same_command_finishes_it_as_if_never_stopped(demo, tmp_path):
-    """SIGTERM during the first pre-training run: that run keeps its checkpoint and the demo
+    """SIGTERM during the first pre-training run, once a step has run: that run keeps its checkpoint and the demo
     ends there (no second model, no results); the same command then gives the results of a
     demo never stopped."""
     out = tmp_path / "demo"
@@ -109,8 +109,9 @@ def test_a_stop_signal_ends_the_demo_and_the_same_command_finishes_it_as_if_neve
     first_run = out / "work" / "runs" / "infoxlm"
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline and not (first_run / "config.json").is_file():
-        time.sleep(0.02)  # written once the run is set up, just before its first step
+    metrics = first_run / "metrics.jsonl"
+    while proc.poll() is None and time.monotonic() < deadline and not (metrics.is_file() and metrics.stat().st_size):
+        time.sleep(0.02)  # its first line is written at the first logged step, so a step has run
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err.decode()[-2000:]
