@@ -292,3 +292,22 @@ def test_a_cpu_whose_memory_cannot_be_read_keeps_16384(built_store, monkeypatch)
     config, model, pipeline, _ = _cpu_run(built_store)
     monkeypatch.setattr(token_budget, "host_memory", lambda: None)
     assert resolve_max_tokens(config, World(), model, pipeline, 0, bf16=False, sharded=False) == (CPU_MAX_TOKENS, None)
+
+
+def test_a_rank_whose_memory_cannot_be_read_still_joins_the_budget_agreement(built_store, monkeypatch):
+    """Its peers wait in the all-reduce: it joins with 16,384, takes their smaller budget, and
+    stops with them where one of them fits none."""
+    import infoxlm.train.token_budget as token_budget
+
+    config, model, pipeline, _ = _cpu_run(built_store)
+    monkeypatch.setattr(token_budget, "host_memory", lambda: None)
+    joined = []
+    monkeypatch.setattr(World, "distributed", property(lambda self: True))
+    for peers in (4096, 0):
+        monkeypatch.setattr(token_budget, "all_reduce_min", lambda value, world, p=peers: joined.append(int(value)) or torch.tensor(min(int(value), p)))
+        if peers:
+            assert resolve_max_tokens(config, World(), model, pipeline, 0, bf16=False, sharded=False) == (4096, None)
+        else:
+            with pytest.raises(TrainingError, match="another process of this run found no micro-batch budget"):
+                resolve_max_tokens(config, World(), model, pipeline, 0, bf16=False, sharded=False)
+    assert joined == [CPU_MAX_TOKENS, CPU_MAX_TOKENS]

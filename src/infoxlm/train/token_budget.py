@@ -320,9 +320,7 @@ def resolve_max_tokens(
     else:
         free, total = memory
     choice = choose_max_tokens(peak, longest_example(data), free, total)
-    agreed = choice.max_tokens
-    if world.distributed:  # one budget for all ranks: the smallest of theirs
-        agreed = int(all_reduce_min(torch.tensor(agreed, device=world.device), world))
+    agreed = _agreed(choice.max_tokens, world)
     choice = BudgetChoice(agreed, peak(agreed), choice.available_bytes)
     return agreed, choice.describe(str(world.device))
 
@@ -337,8 +335,12 @@ def cpu_max_tokens(
     Processes on one machine share its memory (each counts its share, ``LOCAL_WORLD_SIZE``)
     and agree on one budget, the smallest of theirs; where one fits none, every one stops."""
     memory = memory if memory is not None else host_memory()
-    if memory is None:  # nothing to check against: the default, as before there was a check
-        return CPU_MAX_TOKENS, None
+    if memory is None:  # nothing to check against here: the default, still agreed with the other ranks
+        chosen = _agreed(CPU_MAX_TOKENS, world)
+        if chosen == 0:
+            raise TrainingError("another process of this run found no micro-batch budget that fits its machine's "
+                                "memory (its error says what would fit); this one stops with it")
+        return chosen, None
     processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     available = available_bytes(*memory, processes)
     estimate = partial(peak_estimate, config, world, model, pipeline, first_step, bf16=bf16, sharded=sharded)
@@ -349,8 +351,7 @@ def cpu_max_tokens(
         peak = estimate()
         choice = choose_max_tokens(peak, longest_example(config.data), *memory, ladder=CPU_LADDER, processes=processes)
         chosen = choice.max_tokens if choice.fits else 0  # 0: none fits
-    if world.distributed:  # one budget for all ranks: the smallest of theirs
-        chosen = int(all_reduce_min(torch.tensor(chosen, device=world.device), world))
+    chosen = _agreed(chosen, world)
     if chosen == CPU_MAX_TOKENS:
         return chosen, None
     peak = peak or estimate()
@@ -370,3 +371,11 @@ def cpu_max_tokens(
         f"needs an estimated {gib(peak(CPU_MAX_TOKENS))}, more than the {gib(available)} this machine has available "
         f"per process less a margin; {chosen:,} needs {gib(peak(chosen))}; --set data.max_tokens=N fixes it)"
     )
+
+
+def _agreed(max_tokens: int, world: World) -> int:
+    """One budget for all ranks, the smallest of theirs (0: one of them fits none). Every rank
+    joins, also one that could not read its memory, so that the collectives stay paired."""
+    if not world.distributed:
+        return max_tokens
+    return int(all_reduce_min(torch.tensor(max_tokens, device=world.device), world))
