@@ -29,9 +29,9 @@ from .. import interrupt
 from ..data.pipeline import DataPipeline
 from ..data.store import TokenStore
 from ..export.model_card import DATA_SUMMARY_NAME, data_summary, write_model_card
+from ..objectives.objective import StepAbandoned
 from ..outputs import atomic_dir, check_output_dir, is_run_directory, write_text_atomically
 from ..tokenizer import Tokenizer
-from ..objectives.objective import StepAbandoned
 from .checkpoint import CheckpointWriter, checkpoint_path, last_good_checkpoint, list_checkpoints, refuse_non_finite
 from .config import TrainConfig, resolve_config
 from .console import bar_postfix, config_summary, step_line
